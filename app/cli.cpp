@@ -1,0 +1,107 @@
+#include "app/cli.h"
+
+#include <CLI/CLI.hpp>
+
+#include "io/dataset.h"
+#include "kernels/error.h"
+#include "model/capture.h"
+
+namespace e3::app {
+
+Request parse_command_line(int argc, char** argv) {
+  Request req;
+  jobs::RunConfig& rc = req.run;
+  CLI::App app{
+      "eagle3_extract: runs a language model, tensor-parallel over MPI ranks, over a tokenized JSONL dataset and "
+      "writes the hidden states of chosen layers per sample to HDF5 (EAGLE-3 draft-model training data).\n"
+      "With no --model it runs the tiny checkpoint kept in the repository, writing ./eagle3_out."};
+  app.set_help_all_flag("--help-all", "Show help for the subcommands too");
+
+  std::string model, data, out = "eagle3_out", final_mode = "post-norm", dtype = "bf16", on_long = "skip";
+  std::vector<int> layers;
+  app.add_option("--model", model, "HuggingFace checkpoint directory (config.json + *.safetensors)");
+  app.add_option("--data", data, "JSONL input: {\"id\": str, \"input_ids\": [int], \"loss_mask\": [0|1]} per line");
+  app.add_option("--out", out, "output directory for shard-*.h5 and manifest.json; rerunning resumes")
+      ->capture_default_str();
+  app.add_option("--layers", layers,
+                 "capture ids, HF output_hidden_states numbering (0 = embeddings, k = output of layer k-1); "
+                 "default: EAGLE-3 preset [2, L/2, L-3]")
+      ->delimiter(',');
+  app.add_option("--final", final_mode, "also store the last layer: post-norm | pre-norm | none")->capture_default_str();
+  app.add_option("--tp", rc.tp, "tensor-parallel size; default: all ranks. DP = ranks / TP");
+  app.add_option("--backend", rc.backend, "auto | cuda | cpu (auto = cuda if a GPU is visible)")->capture_default_str();
+  app.add_option("--dtype", dtype, "storage dtype of hidden states: bf16 | fp16 | fp32")->capture_default_str();
+  app.add_option("--max-seq-len", rc.max_seq_len, "longest sample; longer ones follow --on-long")->capture_default_str();
+  app.add_option("--on-long", on_long, "samples over --max-seq-len: skip | truncate | error")->capture_default_str();
+  app.add_option("--max-tokens-per-step", rc.max_tokens_per_step,
+                 "token budget of one packed forward step (at least --max-seq-len)")
+      ->capture_default_str();
+  app.add_option("--samples-per-shard", rc.samples_per_shard, "samples per output shard file")->capture_default_str();
+  app.add_option("--log-level", rc.log_level, "trace | debug | info | warn | error, the same on every rank")
+      ->capture_default_str();
+  app.add_option("--threads", rc.threads, "CPU backend threads per rank; default: cores on the node / ranks on it");
+  app.add_option("--progress-interval", rc.progress_interval_s, "seconds between progress lines")->capture_default_str();
+
+  auto* verify = app.add_subcommand("verify", "check an output directory; non-zero exit naming the first problem");
+  std::string verify_dir;
+  verify->add_option("DIR", verify_dir, "output directory")->required();
+
+  auto* info = app.add_subcommand("info", "print the model config, default capture ids and memory per rank");
+  std::string info_dir;
+  info->add_option("DIR", info_dir, "HuggingFace checkpoint directory (only config.json is read)")->required();
+  info->add_option("--tp", req.info.tp, "tensor-parallel size to plan for")->capture_default_str();
+  info->add_option("--max-tokens-per-step", req.info.max_tokens_per_step, "token budget of one step")
+      ->capture_default_str();
+  info->add_option("--max-seq-len", req.info.max_seq_len, "longest sample")->capture_default_str();
+  info->add_option("--gpu-memory-gib", req.info.gpu_memory_gib, "say whether a rank fits a GPU of this size");
+  app.require_subcommand(0, 1);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    req.command = Command::Help;
+    req.help_text = app.help();
+    return req;
+  } catch (const CLI::CallForAllHelp&) {
+    req.command = Command::Help;
+    req.help_text = app.help("", CLI::AppFormatMode::All);
+    return req;
+  } catch (const CLI::ParseError& e) {
+    E3_THROW(ErrorKind::Usage, "{} (see --help)", e.what());
+  }
+
+  if (verify->parsed()) {
+    req.command = Command::Verify;
+    req.verify_dir = verify_dir;
+    return req;
+  }
+  if (info->parsed()) {
+    req.command = Command::Info;
+    req.info.model_dir = info_dir;
+    E3_REQUIRE(req.info.tp > 0, ErrorKind::Usage, "info --tp must be positive");
+    return req;
+  }
+
+  if (model.empty()) {
+    E3_REQUIRE(data.empty(), ErrorKind::Usage, "--data needs --model");
+    req.embedded_demo = true;
+    model = E3_DEFAULT_MODEL_DIR;
+    data = std::string(E3_DEFAULT_MODEL_DIR) + "/input.jsonl";
+  }
+  E3_REQUIRE(!data.empty(), ErrorKind::Usage, "--model needs --data (a JSONL file)");
+  rc.model_dir = model;
+  rc.data_path = data;
+  rc.out_dir = out;
+  if (!layers.empty()) rc.layers = layers;
+  rc.final_mode = model::parse_final_mode(final_mode);
+  rc.dtype = kernels::parse_storage_dtype(dtype);
+  rc.on_long = io::parse_on_long(on_long);
+  E3_REQUIRE(rc.tp >= 0, ErrorKind::Usage, "--tp must be positive");
+  E3_REQUIRE(rc.max_seq_len > 0, ErrorKind::Usage, "--max-seq-len must be positive");
+  E3_REQUIRE(rc.max_tokens_per_step > 0, ErrorKind::Usage, "--max-tokens-per-step must be positive");
+  E3_REQUIRE(rc.samples_per_shard > 0, ErrorKind::Usage, "--samples-per-shard must be positive");
+  E3_REQUIRE(rc.progress_interval_s > 0, ErrorKind::Usage, "--progress-interval must be positive");
+  return req;
+}
+
+}  // namespace e3::app

@@ -1,0 +1,136 @@
+#include "io/hdf5.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace e3::io {
+
+namespace {
+
+herr_t collect(unsigned n, const H5E_error2_t* err, void* out) {
+  auto* text = static_cast<std::string*>(out);
+  if (!text->empty()) text->append("; ");
+  text->append(err->desc ? err->desc : "?");
+  if (err->func_name) text->append(fmt::format(" (in {})", err->func_name));
+  return n >= 2 ? -1 : 0;  // the innermost few are the informative ones
+}
+
+#if H5_VERSION_GE(1, 12, 0)
+herr_t collect_link(hid_t, const char* name, const H5L_info2_t*, void* out) {
+#else
+herr_t collect_link(hid_t, const char* name, const H5L_info_t*, void* out) {
+#endif
+  static_cast<std::vector<std::string>*>(out)->push_back(name);
+  return 0;
+}
+
+}  // namespace
+
+std::vector<std::string> list_links(hid_t group, const std::string& where) {
+  std::vector<std::string> names;
+  E3_H5(H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_link, &names), "listing {}", where);
+  return names;
+}
+
+std::string hdf5_error_text() {
+  std::string text;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collect, &text);
+  if (text.empty()) text = "HDF5 error";
+  return text;
+}
+
+void silence_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+void H5Id::close() {
+  if (id_ < 0 || !closer_) return;
+  const herr_t rc = closer_(std::exchange(id_, H5I_INVALID_HID));
+  E3_REQUIRE(rc >= 0, ErrorKind::Output, "closing an HDF5 object failed: {}", hdf5_error_text());
+}
+
+H5Id file_type_for(kernels::DType dtype) {
+  if (dtype == kernels::DType::F32) return H5Id(E3_H5(H5Tcopy(H5T_IEEE_F32LE), "H5Tcopy"), H5Tclose);
+  // A custom little-endian float built from IEEE single, narrowed to 16 bits.
+  H5Id t(E3_H5(H5Tcopy(H5T_IEEE_F32LE), "H5Tcopy"), H5Tclose);
+  const bool bf16 = dtype == kernels::DType::BF16;
+  const size_t exp_bits = bf16 ? 8 : 5, man_bits = bf16 ? 7 : 10;
+  E3_H5(H5Tset_fields(t.get(), 15, man_bits, exp_bits, 0, man_bits), "H5Tset_fields");
+  E3_H5(H5Tset_offset(t.get(), 0), "H5Tset_offset");
+  E3_H5(H5Tset_precision(t.get(), 16), "H5Tset_precision");
+  E3_H5(H5Tset_size(t.get(), 2), "H5Tset_size");
+  E3_H5(H5Tset_ebias(t.get(), bf16 ? 127 : 15), "H5Tset_ebias");
+  return t;
+}
+
+std::optional<kernels::DType> storage_dtype_of(hid_t type) {
+  if (H5Tget_class(type) != H5T_FLOAT) return std::nullopt;
+  const size_t size = H5Tget_size(type);
+  if (size == 4) return kernels::DType::F32;
+  if (size != 2) return std::nullopt;
+  size_t spos, epos, esize, mpos, msize;
+  if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) < 0) return std::nullopt;
+  if (esize == 8 && msize == 7 && H5Tget_ebias(type) == 127) return kernels::DType::BF16;
+  if (esize == 5 && msize == 10 && H5Tget_ebias(type) == 15) return kernels::DType::F16;
+  return std::nullopt;
+}
+
+void write_attr(hid_t obj, const char* name, const std::string& value) {
+  H5Id type(E3_H5(H5Tcopy(H5T_C_S1), "H5Tcopy"), H5Tclose);
+  E3_H5(H5Tset_size(type.get(), std::max<size_t>(value.size(), 1)), "H5Tset_size");
+  E3_H5(H5Tset_strpad(type.get(), H5T_STR_NULLPAD), "H5Tset_strpad");
+  H5Id space(E3_H5(H5Screate(H5S_SCALAR), "H5Screate"), H5Sclose);
+  H5Id attr(E3_H5(H5Acreate2(obj, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                  "creating attribute '{}'", name),
+            H5Aclose);
+  const std::string padded = value.empty() ? std::string(1, '\0') : value;
+  E3_H5(H5Awrite(attr.get(), type.get(), padded.data()), "writing attribute '{}'", name);
+}
+
+void write_attr(hid_t obj, const char* name, int64_t value) {
+  H5Id space(E3_H5(H5Screate(H5S_SCALAR), "H5Screate"), H5Sclose);
+  H5Id attr(E3_H5(H5Acreate2(obj, name, H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                  "creating attribute '{}'", name),
+            H5Aclose);
+  E3_H5(H5Awrite(attr.get(), H5T_NATIVE_INT64, &value), "writing attribute '{}'", name);
+}
+
+void write_attr(hid_t obj, const char* name, const std::vector<int32_t>& values) {
+  const hsize_t n = values.size();
+  H5Id space(E3_H5(H5Screate_simple(1, &n, nullptr), "H5Screate_simple"), H5Sclose);
+  H5Id attr(E3_H5(H5Acreate2(obj, name, H5T_STD_I32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                  "creating attribute '{}'", name),
+            H5Aclose);
+  E3_H5(H5Awrite(attr.get(), H5T_NATIVE_INT32, values.data()), "writing attribute '{}'", name);
+}
+
+std::optional<std::string> read_attr_string(hid_t obj, const char* name) {
+  if (H5Aexists(obj, name) <= 0) return std::nullopt;
+  H5Id attr(E3_H5(H5Aopen(obj, name, H5P_DEFAULT), "opening attribute '{}'", name), H5Aclose);
+  H5Id type(E3_H5(H5Aget_type(attr.get()), "H5Aget_type"), H5Tclose);
+  if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0) return std::nullopt;
+  std::string value(H5Tget_size(type.get()), '\0');
+  E3_H5(H5Aread(attr.get(), type.get(), value.data()), "reading attribute '{}'", name);
+  value.resize(std::strlen(value.c_str()));
+  return value;
+}
+
+std::optional<int64_t> read_attr_int(hid_t obj, const char* name) {
+  if (H5Aexists(obj, name) <= 0) return std::nullopt;
+  H5Id attr(E3_H5(H5Aopen(obj, name, H5P_DEFAULT), "opening attribute '{}'", name), H5Aclose);
+  int64_t v = 0;
+  E3_H5(H5Aread(attr.get(), H5T_NATIVE_INT64, &v), "reading attribute '{}'", name);
+  return v;
+}
+
+std::optional<std::vector<int32_t>> read_attr_ints(hid_t obj, const char* name) {
+  if (H5Aexists(obj, name) <= 0) return std::nullopt;
+  H5Id attr(E3_H5(H5Aopen(obj, name, H5P_DEFAULT), "opening attribute '{}'", name), H5Aclose);
+  H5Id space(E3_H5(H5Aget_space(attr.get()), "H5Aget_space"), H5Sclose);
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  std::vector<int32_t> v(static_cast<size_t>(std::max<hssize_t>(n, 0)));
+  E3_H5(H5Aread(attr.get(), H5T_NATIVE_INT32, v.data()), "reading attribute '{}'", name);
+  return v;
+}
+
+}  // namespace e3::io

@@ -1,0 +1,83 @@
+// Thin RAII over the HDF5 C API, the bf16/fp16 file types, and attribute helpers.
+// HDF5's automatic error printing is turned off; failures become exceptions carrying the
+// library's own error stack text.
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/dtype.h"
+#include "kernels/error.h"
+
+namespace e3::io {
+
+// The innermost messages of HDF5's current error stack, joined.
+std::string hdf5_error_text();
+// Stops HDF5 from printing its error stack to stderr (we report it ourselves).
+void silence_hdf5_errors();
+
+// An owned HDF5 identifier (file, group, dataset, dataspace, type, attribute, property list).
+class H5Id {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  H5Id() = default;
+  H5Id(hid_t id, Closer closer) : id_(id), closer_(closer) {}
+  ~H5Id() { reset(); }
+  H5Id(const H5Id&) = delete;
+  H5Id& operator=(const H5Id&) = delete;
+  H5Id(H5Id&& o) noexcept : id_(std::exchange(o.id_, H5I_INVALID_HID)), closer_(o.closer_) {}
+  H5Id& operator=(H5Id&& o) noexcept {
+    if (this != &o) {
+      reset();
+      id_ = std::exchange(o.id_, H5I_INVALID_HID);
+      closer_ = o.closer_;
+    }
+    return *this;
+  }
+  hid_t get() const { return id_; }
+  explicit operator bool() const { return id_ >= 0; }
+  // Closes now and reports failure (a file's close is where its last bytes are written).
+  void close();
+
+ private:
+  void reset() {
+    if (id_ >= 0 && closer_) closer_(id_);
+    id_ = H5I_INVALID_HID;
+  }
+  hid_t id_ = H5I_INVALID_HID;
+  Closer closer_ = nullptr;
+};
+
+// The file type for a storage dtype. bf16 is a custom 16-bit float: sign bit 15, exponent
+// bits 7..14 (bias 127), mantissa bits 0..6; HDF5 converts it to and from native float.
+H5Id file_type_for(kernels::DType dtype);
+// Which storage dtype an HDF5 float type is, if any (fp32, bf16 or fp16 as written above).
+std::optional<kernels::DType> storage_dtype_of(hid_t type);
+
+// Names of the links in a group, in name order.
+std::vector<std::string> list_links(hid_t group, const std::string& where);
+
+void write_attr(hid_t obj, const char* name, const std::string& value);
+void write_attr(hid_t obj, const char* name, int64_t value);
+void write_attr(hid_t obj, const char* name, const std::vector<int32_t>& values);
+
+std::optional<std::string> read_attr_string(hid_t obj, const char* name);
+std::optional<int64_t> read_attr_int(hid_t obj, const char* name);
+std::optional<std::vector<int32_t>> read_attr_ints(hid_t obj, const char* name);
+
+}  // namespace e3::io
+
+// Checks an HDF5 call that returns a negative value on failure.
+#define E3_H5(call, ...)                                                                      \
+  [&]() {                                                                                     \
+    auto e3_h5_rc_ = (call);                                                                  \
+    if (e3_h5_rc_ < 0)                                                                        \
+      E3_THROW(::e3::ErrorKind::Output, "{}: {}", ::fmt::format(__VA_ARGS__),                 \
+               ::e3::io::hdf5_error_text());                                                  \
+    return e3_h5_rc_;                                                                         \
+  }()

@@ -1,0 +1,153 @@
+#include "io/manifest.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "kernels/error.h"
+#include "kernels/hash.h"
+
+namespace e3::io {
+
+using nlohmann::json;
+
+namespace {
+
+json fingerprint_json(const RunFingerprint& f) {
+  return json{{"model_fingerprint", f.model_fingerprint}, {"layer_ids", f.layer_ids},
+              {"final", f.final_mode},                    {"dtype", f.dtype},
+              {"max_seq_len", f.max_seq_len},             {"on_long", f.on_long},
+              {"samples_per_shard", f.samples_per_shard}, {"tool_version", f.tool_version}};
+}
+
+template <typename T>
+T field(const json& j, const char* key, const std::string& where) {
+  E3_REQUIRE(j.is_object() && j.contains(key), ErrorKind::Output, "{}: missing \"{}\"", where, key);
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception& e) {
+    E3_THROW(ErrorKind::Output, "{}: \"{}\" has the wrong type: {}", where, key, e.what());
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> RunFingerprint::differences(const RunFingerprint& cur) const {
+  std::vector<std::string> d;
+  auto cmp = [&](const char* name, const auto& was, const auto& now) {
+    if (was != now) d.push_back(fmt::format("{}: {} (in the directory) vs {} (this run)", name, was, now));
+  };
+  cmp("model", model_fingerprint, cur.model_fingerprint);
+  if (layer_ids != cur.layer_ids)
+    d.push_back(fmt::format("layers: [{}] (in the directory) vs [{}] (this run)", fmt::join(layer_ids, ","),
+                            fmt::join(cur.layer_ids, ",")));
+  cmp("final", final_mode, cur.final_mode);
+  cmp("dtype", dtype, cur.dtype);
+  cmp("max-seq-len", max_seq_len, cur.max_seq_len);
+  cmp("on-long", on_long, cur.on_long);
+  cmp("samples-per-shard", samples_per_shard, cur.samples_per_shard);
+  cmp("tool version", tool_version, cur.tool_version);
+  return d;
+}
+
+std::string RunFingerprint::digest() const { return Fnv1a().update(fingerprint_json(*this).dump()).hex(); }
+
+json to_json(const Manifest& m) {
+  json shards = json::array();
+  for (const CommittedShard& s : m.shards)
+    shards.push_back(json{{"file", s.file},
+                          {"shard_index", s.shard_index},
+                          {"samples", s.samples},
+                          {"num_samples", s.samples.size()},
+                          {"num_tokens", s.num_tokens},
+                          {"bytes", s.bytes}});
+  json skipped = json::array();
+  for (const SkippedSample& s : m.skipped)
+    skipped.push_back(json{{"index", s.index}, {"line", s.line}, {"reason", s.reason}});
+  return json{{"format", kManifestFormat},
+              {"format_version", 1},
+              {"fingerprint", fingerprint_json(m.fingerprint)},
+              {"run_fingerprint", m.fingerprint.digest()},
+              {"model_path", m.model_path},
+              {"data_path", m.data_path},
+              {"data_fingerprint", m.data_fingerprint},
+              {"num_samples", m.num_samples},
+              {"num_shards", m.num_shards},
+              {"complete", m.complete},
+              {"shards", shards},
+              {"skipped", skipped}};
+}
+
+Manifest manifest_from_json(const json& j, const std::string& where) {
+  E3_REQUIRE(j.is_object() && j.value("format", "") == kManifestFormat, ErrorKind::Output,
+             "{}: not an eagle3_extract manifest", where);
+  Manifest m;
+  const json f = field<json>(j, "fingerprint", where);
+  m.fingerprint.model_fingerprint = field<std::string>(f, "model_fingerprint", where);
+  m.fingerprint.layer_ids = field<std::vector<int32_t>>(f, "layer_ids", where);
+  m.fingerprint.final_mode = field<std::string>(f, "final", where);
+  m.fingerprint.dtype = field<std::string>(f, "dtype", where);
+  m.fingerprint.max_seq_len = field<int64_t>(f, "max_seq_len", where);
+  m.fingerprint.on_long = field<std::string>(f, "on_long", where);
+  m.fingerprint.samples_per_shard = field<int64_t>(f, "samples_per_shard", where);
+  m.fingerprint.tool_version = field<std::string>(f, "tool_version", where);
+  m.model_path = field<std::string>(j, "model_path", where);
+  m.data_path = field<std::string>(j, "data_path", where);
+  m.data_fingerprint = field<std::string>(j, "data_fingerprint", where);
+  m.num_samples = field<int64_t>(j, "num_samples", where);
+  m.num_shards = field<int64_t>(j, "num_shards", where);
+  m.complete = field<bool>(j, "complete", where);
+  for (const json& s : field<json>(j, "shards", where)) {
+    CommittedShard c;
+    c.file = field<std::string>(s, "file", where);
+    c.shard_index = field<int64_t>(s, "shard_index", where);
+    c.samples = field<std::vector<int64_t>>(s, "samples", where);
+    c.num_tokens = field<int64_t>(s, "num_tokens", where);
+    c.bytes = field<uint64_t>(s, "bytes", where);
+    m.shards.push_back(std::move(c));
+  }
+  for (const json& s : field<json>(j, "skipped", where))
+    m.skipped.push_back({field<int64_t>(s, "index", where), field<int64_t>(s, "line", where),
+                         field<std::string>(s, "reason", where)});
+  return m;
+}
+
+void write_manifest(const std::filesystem::path& dir, const Manifest& m) {
+  const auto final_path = dir / kManifestName;
+  const auto temp_path = dir / fmt::format("{}.tmp.{}", kManifestName, ::getpid());
+  {
+    std::ofstream out(temp_path, std::ios::trunc);
+    E3_REQUIRE(out.good(), ErrorKind::Output, "cannot write {}", temp_path.string());
+    out << to_json(m).dump(1) << '\n';
+    out.flush();
+    E3_REQUIRE(out.good(), ErrorKind::Output, "writing {} failed (disk full?)", temp_path.string());
+  }
+  fsync_path(temp_path, false);
+  std::error_code ec;
+  std::filesystem::rename(temp_path, final_path, ec);
+  E3_REQUIRE(!ec, ErrorKind::Output, "renaming {} to {}: {}", temp_path.string(), final_path.string(), ec.message());
+  fsync_path(dir, true);
+}
+
+std::optional<Manifest> read_manifest(const std::filesystem::path& dir) {
+  const auto path = dir / kManifestName;
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  std::ifstream in(path);
+  E3_REQUIRE(in.good(), ErrorKind::Output, "cannot read {}", path.string());
+  std::stringstream text;
+  text << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(text.str());
+  } catch (const json::parse_error& e) {
+    E3_THROW(ErrorKind::Output, "{}: invalid JSON: {}", path.string(), e.what());
+  }
+  return manifest_from_json(j, path.string());
+}
+
+}  // namespace e3::io

@@ -1,0 +1,36 @@
+#include <fmt/format.h>
+
+#include "io/shard_writer.h"
+
+namespace e3::io {
+namespace {
+
+}  // namespace
+
+InspectedShard inspect_shard(const std::filesystem::path& path) {
+  const std::string where = path.string();
+  H5Id file(E3_H5(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "opening {}", where), H5Fclose);
+  InspectedShard out;
+  E3_REQUIRE(read_attr_string(file.get(), "format") == std::string(kFormatName), ErrorKind::Output,
+             "{}: not an eagle3_extract shard", where);
+  const auto index = read_attr_int(file.get(), "shard_index");
+  const auto fp = read_attr_string(file.get(), "run_fingerprint");
+  E3_REQUIRE(index && fp, ErrorKind::Output, "{}: missing shard_index or run_fingerprint", where);
+  out.record.file = path.filename().string();
+  out.record.shard_index = *index;
+  out.run_fingerprint = *fp;
+  H5Id samples(E3_H5(H5Gopen2(file.get(), "samples", H5P_DEFAULT), "{}: opening /samples", where), H5Gclose);
+  std::vector<std::string> names = list_links(samples.get(), where);
+  for (const std::string& n : names) {
+    H5Id g(E3_H5(H5Gopen2(samples.get(), n.c_str(), H5P_DEFAULT), "{}: opening sample {}", where, n), H5Gclose);
+    const auto tokens = read_attr_int(g.get(), "num_tokens");
+    E3_REQUIRE(tokens.has_value(), ErrorKind::Output, "{}: sample {} has no num_tokens", where, n);
+    out.record.samples.push_back(std::stoll(n));
+    out.record.num_tokens += *tokens;
+  }
+  file.close();
+  out.record.bytes = std::filesystem::file_size(path);
+  return out;
+}
+
+}  // namespace e3::io

@@ -1,0 +1,133 @@
+#include "io/shard_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace e3::io {
+
+std::string shard_file_name(int64_t shard_index) { return fmt::format("shard-{:06d}.h5", shard_index); }
+std::string sample_group_name(int64_t sample_index) { return fmt::format("/samples/{:08d}", sample_index); }
+
+void fsync_path(const std::filesystem::path& path, bool directory) {
+  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  E3_REQUIRE(fd >= 0, ErrorKind::Output, "cannot open {} to sync it: {}", path.string(), std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  // Some file systems refuse fsync on directories; the data is still written.
+  E3_REQUIRE(rc == 0 || (directory && (err == EINVAL || err == EBADF)), ErrorKind::Output, "fsync {}: {}",
+             path.string(), std::strerror(err));
+}
+
+ShardWriter::ShardWriter(const std::filesystem::path& out_dir, int64_t shard_index, const ShardAttributes& attrs)
+    : out_dir_(out_dir), shard_index_(shard_index), attrs_(attrs) {
+  final_path_ = out_dir / shard_file_name(shard_index);
+  // The temporary name does not end in .h5, so globs for shards never see a partial one.
+  temp_path_ = out_dir / fmt::format("{}.tmp.{}", shard_file_name(shard_index), ::getpid());
+  std::error_code ec;
+  std::filesystem::remove(temp_path_, ec);
+  file_ = H5Id(E3_H5(H5Fcreate(temp_path_.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), "creating {}",
+                     temp_path_.string()),
+               H5Fclose);
+  const hid_t f = file_.get();
+  write_attr(f, "format", std::string(kFormatName));
+  write_attr(f, "format_version", kFormatVersion);
+  write_attr(f, "layer_ids", attrs_.layer_ids);
+  write_attr(f, "final", attrs_.final_mode);
+  write_attr(f, "model_type", attrs_.model_type);
+  write_attr(f, "hidden_size", attrs_.hidden_size);
+  write_attr(f, "num_hidden_layers", attrs_.num_hidden_layers);
+  write_attr(f, "dtype", std::string(kernels::dtype_name(attrs_.dtype)));
+  write_attr(f, "tp", attrs_.tp);
+  write_attr(f, "model", attrs_.model_path);
+  write_attr(f, "config_fingerprint", attrs_.config_fingerprint);
+  write_attr(f, "run_fingerprint", attrs_.run_fingerprint);
+  write_attr(f, "tool_version", attrs_.tool_version);
+  write_attr(f, "shard_index", shard_index_);
+  samples_group_ = H5Id(E3_H5(H5Gcreate2(f, "samples", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "creating /samples"),
+                        H5Gclose);
+  storage_type_ = file_type_for(attrs_.dtype);
+  record_.file = final_path_.filename().string();
+  record_.shard_index = shard_index_;
+}
+
+ShardWriter::~ShardWriter() {
+  if (committed_) return;
+  samples_group_ = H5Id();
+  file_ = H5Id();
+  std::error_code ec;
+  std::filesystem::remove(temp_path_, ec);
+}
+
+namespace {
+
+void write_dataset(hid_t group, const char* name, hid_t file_type, hid_t mem_type, const std::vector<hsize_t>& dims,
+                   const void* data) {
+  H5Id space(E3_H5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), "H5Screate_simple"),
+             H5Sclose);
+  H5Id ds(E3_H5(H5Dcreate2(group, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                "creating dataset {}", name),
+          H5Dclose);
+  E3_H5(H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "writing dataset {}", name);
+}
+
+}  // namespace
+
+void ShardWriter::write_sample(int64_t index, const std::string* id, const std::vector<int32_t>& input_ids,
+                               const std::vector<uint8_t>& loss_mask, const std::vector<const float*>& layers,
+                               const float* final_rows) {
+  const auto T = static_cast<hsize_t>(input_ids.size());
+  const auto K = static_cast<hsize_t>(layers.size());
+  const auto H = static_cast<hsize_t>(attrs_.hidden_size);
+  E3_REQUIRE(loss_mask.size() == input_ids.size() && K == attrs_.layer_ids.size(), ErrorKind::Internal,
+             "sample {}: {} ids, {} mask, {} layers", index, input_ids.size(), loss_mask.size(), K);
+  H5Id group(E3_H5(H5Gcreate2(file_.get(), sample_group_name(index).c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                   "creating group {} in {}", sample_group_name(index), temp_path_.string()),
+             H5Gclose);
+  if (id) write_attr(group.get(), "id", *id);
+  write_attr(group.get(), "num_tokens", static_cast<int64_t>(T));
+  write_dataset(group.get(), "input_ids", H5T_STD_I32LE, H5T_NATIVE_INT32, {T}, input_ids.data());
+  write_dataset(group.get(), "loss_mask", H5T_STD_U8LE, H5T_NATIVE_UINT8, {T}, loss_mask.data());
+
+  // [T, K, H]: token-major, the K captures of a token side by side.
+  const size_t elem = kernels::dtype_size(attrs_.dtype);
+  gather_buf_.resize(T * K * H);
+  for (hsize_t t = 0; t < T; ++t)
+    for (hsize_t k = 0; k < K; ++k)
+      std::memcpy(gather_buf_.data() + (t * K + k) * H, layers[k] + t * H, H * sizeof(float));
+  convert_buf_.resize(T * K * H * elem);
+  kernels::convert_from_float(gather_buf_.data(), attrs_.dtype, convert_buf_.data(), T * K * H);
+  write_dataset(group.get(), "hidden_states", storage_type_.get(), storage_type_.get(), {T, K, H},
+                convert_buf_.data());
+  if (final_rows) {
+    kernels::convert_from_float(final_rows, attrs_.dtype, convert_buf_.data(), T * H);
+    write_dataset(group.get(), "last_hidden_state", storage_type_.get(), storage_type_.get(), {T, H},
+                  convert_buf_.data());
+  }
+  record_.samples.push_back(index);
+  record_.num_tokens += static_cast<int64_t>(T);
+}
+
+CommittedShard ShardWriter::commit() {
+  E3_H5(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL), "flushing {}", temp_path_.string());
+  storage_type_.close();
+  samples_group_.close();
+  file_.close();
+  fsync_path(temp_path_, false);
+  std::error_code ec;
+  std::filesystem::rename(temp_path_, final_path_, ec);
+  E3_REQUIRE(!ec, ErrorKind::Output, "renaming {} to {}: {}", temp_path_.string(), final_path_.string(),
+             ec.message());
+  committed_ = true;
+  fsync_path(out_dir_, true);
+  record_.bytes = std::filesystem::file_size(final_path_);
+  return record_;
+}
+
+}  // namespace e3::io

@@ -1,0 +1,94 @@
+// One output shard: an HDF5 file written under a temporary name and renamed into place
+// only when complete, so a visible shard is always a whole one.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "io/hdf5.h"
+#include "kernels/dtype.h"
+
+namespace e3::io {
+
+// File attributes (the DESIGN.md schema) shared by every shard of a run.
+struct ShardAttributes {
+  std::vector<int32_t> layer_ids;
+  std::string final_mode;  // post-norm | pre-norm | none
+  std::string model_type;
+  int64_t hidden_size = 0;
+  int64_t num_hidden_layers = 0;
+  kernels::DType dtype = kernels::DType::BF16;
+  int64_t tp = 1;
+  std::string model_path;
+  std::string config_fingerprint;
+  std::string run_fingerprint;
+  std::string tool_version;
+};
+
+inline constexpr const char* kFormatName = "eagle3-hidden-states";
+inline constexpr int64_t kFormatVersion = 1;
+
+// "shard-000042.h5"
+std::string shard_file_name(int64_t shard_index);
+// "/samples/00000003"
+std::string sample_group_name(int64_t sample_index);
+
+struct CommittedShard {
+  std::string file;
+  int64_t shard_index = 0;
+  std::vector<int64_t> samples;
+  int64_t num_tokens = 0;
+  uint64_t bytes = 0;
+};
+
+class ShardWriter {
+ public:
+  ShardWriter(const std::filesystem::path& out_dir, int64_t shard_index, const ShardAttributes& attrs);
+  ~ShardWriter();  // removes the temporary file unless committed
+  ShardWriter(const ShardWriter&) = delete;
+  ShardWriter& operator=(const ShardWriter&) = delete;
+
+  // `layers[k]` points at the sample's first row of capture k ([T, H] fp32, row stride H);
+  // `final_rows` likewise, or null with --final none.
+  void write_sample(int64_t index, const std::string* id, const std::vector<int32_t>& input_ids,
+                    const std::vector<uint8_t>& loss_mask, const std::vector<const float*>& layers,
+                    const float* final_rows);
+  // Closes, syncs and renames to the final name. Returns what the manifest records.
+  CommittedShard commit();
+
+  int64_t shard_index() const { return shard_index_; }
+  const std::filesystem::path& temp_path() const { return temp_path_; }
+
+ private:
+  std::filesystem::path out_dir_;
+  std::filesystem::path temp_path_;
+  std::filesystem::path final_path_;
+  int64_t shard_index_;
+  ShardAttributes attrs_;
+  H5Id file_;
+  H5Id samples_group_;
+  H5Id storage_type_;
+  std::vector<uint8_t> convert_buf_;
+  std::vector<float> gather_buf_;
+  CommittedShard record_;
+  bool committed_ = false;
+};
+
+// fsync a file or directory by path; throws an output error naming it.
+void fsync_path(const std::filesystem::path& path, bool directory);
+
+}  // namespace e3::io
+
+namespace e3::io {
+
+struct InspectedShard {
+  CommittedShard record;
+  std::string run_fingerprint;
+};
+// Reads back what a committed shard holds (its index, samples, tokens, size and the run
+// fingerprint it was written under). Throws an output error if it is not a readable shard.
+InspectedShard inspect_shard(const std::filesystem::path& path);
+
+}  // namespace e3::io

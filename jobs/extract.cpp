@@ -1,0 +1,329 @@
+#include "jobs/extract.h"
+
+#include <chrono>
+#include <exception>
+#include <map>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "io/dataset.h"
+#include "io/manifest.h"
+#include "io/shard_writer.h"
+#include "jobs/backend_select.h"
+#include "jobs/output_dir.h"
+#include "jobs/plan.h"
+#include "jobs/progress.h"
+#include "kernels/error.h"
+#include "model/model.h"
+#include "parallel/agreement.h"
+#include "parallel/mpi_check.h"
+
+namespace e3::jobs {
+
+void agreed_phase(const parallel::Grid& grid, const std::function<void()>& setup) {
+  std::exception_ptr failure;
+  int code = 0;
+  try {
+    setup();
+  } catch (const Error& e) {
+    failure = std::current_exception();
+    code = exit_code(e.kind());
+  } catch (const std::exception& e) {
+    failure = std::make_exception_ptr(Error(ErrorKind::Internal, e.what(), __FILE__, __LINE__));
+    code = exit_code(ErrorKind::Internal);
+  }
+  const parallel::Failure f = parallel::agree_on_failure(grid.world(), failure != nullptr, code);
+  if (f.rank < 0) return;
+  if (f.rank == grid.world_rank()) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (Error& e) {
+      e.set_agreed();
+      throw;
+    }
+  }
+  if (failure) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (const Error& e) {
+      spdlog::debug("also failed here, reported by rank {}: {}", f.rank, e.what());
+    }
+  }
+  throw parallel::PeerFailed{f.rank, f.code};
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Leader only: what the manifest needs besides the shard list.
+io::Manifest manifest_skeleton(const RunConfig& rc, const io::RunFingerprint& fp, const io::Dataset& data,
+                               const WorkPlan& plan) {
+  io::Manifest m;
+  m.fingerprint = fp;
+  m.model_path = std::filesystem::absolute(rc.model_dir).string();
+  m.data_path = std::filesystem::absolute(rc.data_path).string();
+  m.data_fingerprint = data.shape_fingerprint();
+  m.num_samples = static_cast<int64_t>(data.samples().size());
+  m.num_shards = static_cast<int64_t>(plan.shards.size());
+  for (const io::SampleRecord& r : data.samples())
+    if (r.skipped)
+      m.skipped.push_back({r.index, r.line,
+                           fmt::format("{} tokens > --max-seq-len {}", r.original_tokens, rc.max_seq_len)});
+  return m;
+}
+
+nlohmann::json shards_to_json(const std::vector<io::CommittedShard>& shards) {
+  io::Manifest m;
+  m.shards = shards;
+  return io::to_json(m)["shards"];
+}
+
+// Writers send their newly committed shards to the leader.
+std::vector<io::CommittedShard> gather_commits(const parallel::Grid& grid, const std::vector<io::CommittedShard>& mine) {
+  const std::string text = shards_to_json(mine).dump();
+  const MPI_Comm comm = grid.writers_comm();
+  int size = 0, rank = 0;
+  E3_MPI_CHECK(MPI_Comm_size(comm, &size));
+  E3_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  const int len = static_cast<int>(text.size());
+  std::vector<int> lens(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
+  E3_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm));
+  std::string all;
+  if (rank == 0) {
+    int total = 0;
+    for (int i = 0; i < size; ++i) {
+      displs[static_cast<size_t>(i)] = total;
+      total += lens[static_cast<size_t>(i)];
+    }
+    all.resize(static_cast<size_t>(total));
+  }
+  E3_MPI_CHECK(MPI_Gatherv(text.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, comm));
+  std::vector<io::CommittedShard> out;
+  if (rank != 0) return out;
+  for (int i = 0; i < size; ++i) {
+    const auto part = nlohmann::json::parse(all.substr(static_cast<size_t>(displs[static_cast<size_t>(i)]),
+                                                       static_cast<size_t>(lens[static_cast<size_t>(i)])));
+    nlohmann::json wrapper = io::to_json(io::Manifest{});
+    wrapper["shards"] = part;
+    for (auto& s : io::manifest_from_json(wrapper, "gathered shard list").shards) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<int64_t> broadcast_indices(const parallel::Grid& grid, std::vector<int64_t> values) {
+  int64_t n = static_cast<int64_t>(values.size());
+  E3_MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT64_T, 0, grid.world()));
+  values.resize(static_cast<size_t>(n));
+  E3_MPI_CHECK(MPI_Bcast(values.data(), static_cast<int>(n), MPI_INT64_T, 0, grid.world()));
+  return values;
+}
+
+// One sample inside the current step.
+struct StepSample {
+  const io::SampleRecord* record;
+  const ShardPlan* shard;
+  int64_t offset;  // first token inside the step
+  std::vector<int32_t> ids;
+  std::vector<uint8_t> mask;
+};
+
+}  // namespace
+
+int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
+  const auto t_start = Clock::now();
+  model::ModelConfig mc;
+  std::vector<int> layers;
+  std::unique_ptr<model::Checkpoint> ckpt;
+  io::Dataset data;
+  io::RunFingerprint fp;
+  OutputState out_state;
+
+  // Phase 1: everything that can be wrong with the request, before any memory is committed.
+  agreed_phase(grid, [&] {
+    E3_REQUIRE(rc.max_tokens_per_step >= rc.max_seq_len, ErrorKind::Usage,
+               "--max-tokens-per-step {} is below --max-seq-len {}: a whole sample must fit one step",
+               rc.max_tokens_per_step, rc.max_seq_len);
+    mc = model::load_model_config(rc.model_dir);
+    layers = rc.layers ? *rc.layers : model::default_capture_ids(mc);
+    model::validate_capture_ids(layers, mc.num_hidden_layers);
+    model::check_tensor_parallel(mc, grid.tp_size());
+    ckpt = std::make_unique<model::Checkpoint>(rc.model_dir);
+    data = io::Dataset::open(rc.data_path, {mc.vocab_size, rc.max_seq_len, rc.on_long});
+    fp.model_fingerprint = mc.fingerprint + "-" + ckpt->fingerprint();
+    fp.layer_ids.assign(layers.begin(), layers.end());
+    fp.final_mode = model::final_mode_name(rc.final_mode);
+    fp.dtype = kernels::dtype_name(rc.dtype);
+    fp.max_seq_len = rc.max_seq_len;
+    fp.on_long = io::on_long_name(rc.on_long);
+    fp.samples_per_shard = rc.samples_per_shard;
+    fp.tool_version = E3_VERSION_STRING;
+    if (grid.is_leader()) out_state = prepare_output_dir(rc.out_dir, fp, data.shape_fingerprint());
+  });
+
+  std::vector<int64_t> committed_idx;
+  for (const auto& s : out_state.committed) committed_idx.push_back(s.shard_index);
+  committed_idx = broadcast_indices(grid, committed_idx);
+  const WorkPlan plan = make_plan(data, rc.samples_per_shard, grid.dp_size(),
+                                  std::set<int64_t>(committed_idx.begin(), committed_idx.end()));
+
+  io::Manifest manifest;
+  if (grid.is_leader()) {
+    spdlog::info("model {} ({}, {} layers, hidden {}), capture ids [{}], final {}, dtype {}", rc.model_dir.string(),
+                 model::family_name(mc.family), mc.num_hidden_layers, mc.hidden_size, fmt::join(layers, ", "),
+                 model::final_mode_name(rc.final_mode), kernels::dtype_name(rc.dtype));
+    if (model::distinct_ids(layers).size() != layers.size())
+      spdlog::warn("capture ids [{}] repeat a layer; it is stored once per mention", fmt::join(layers, ", "));
+    spdlog::info("data {}: {} samples, {} longer than --max-seq-len {} ({}: {} skipped, {} truncated)",
+                 rc.data_path.string(), data.samples().size(), data.num_skipped() + data.num_truncated(),
+                 rc.max_seq_len, io::on_long_name(rc.on_long), data.num_skipped(), data.num_truncated());
+    for (const io::SampleRecord& r : data.samples())
+      if (r.skipped)
+        spdlog::warn("skipping sample {} ({}:{}): {} tokens > --max-seq-len {}", r.index, rc.data_path.string(),
+                     r.line, r.original_tokens, rc.max_seq_len);
+    if (out_state.temps_removed) spdlog::info("removed {} partial files of an earlier run", out_state.temps_removed);
+    spdlog::info("plan: {} shards of up to {} samples over {} DP group{}; {} shards ({} samples) already committed, "
+                 "{} samples ({} tokens) to compute",
+                 plan.shards.size(), rc.samples_per_shard, grid.dp_size(), grid.dp_size() == 1 ? "" : "s",
+                 committed_idx.size(), plan.samples_committed, plan.samples_pending, plan.tokens_pending);
+    manifest = manifest_skeleton(rc, fp, data, plan);
+    manifest.shards = out_state.committed;
+    io::write_manifest(rc.out_dir, manifest);
+  }
+
+  // Phase 2: the backend and this rank's slice of the weights.
+  std::unique_ptr<kernels::Backend> backend;
+  std::unique_ptr<parallel::Communicator> comm;
+  std::unique_ptr<model::Model> model;
+  model::ModelOptions mo{grid.tp_rank(), grid.tp_size(), rc.max_tokens_per_step, rc.max_seq_len};
+  agreed_phase(grid, [&] {
+    backend = make_backend(rc, grid);
+    comm = parallel::make_mpi_communicator(grid.tp_comm());
+    const auto t0 = Clock::now();
+    model = model::load_model(mc, *ckpt, *backend, *comm, mo);
+    spdlog::debug("loaded {:.1f} MiB of weights in {:.2f} s; workspace {:.1f} MiB", model->weight_bytes() / 1048576.0,
+                  std::chrono::duration<double>(Clock::now() - t0).count(), model->workspace_bytes() / 1048576.0);
+  });
+
+  // Phase 3: the steps of this DP group. Every TP rank forms the same batches.
+  const std::vector<const ShardPlan*> todo = plan.pending_for(grid.dp_rank());
+  int64_t my_samples = 0, my_tokens = 0;
+  for (const ShardPlan* s : todo) {
+    my_samples += s->samples_to_write;
+    my_tokens += s->tokens_to_write;
+  }
+  std::unique_ptr<model::HostCapture> capture;
+  io::ShardAttributes attrs;
+  if (grid.is_writer()) {
+    capture = std::make_unique<model::HostCapture>(*backend, layers, rc.final_mode, mc.hidden_size,
+                                                   rc.max_tokens_per_step);
+    attrs.layer_ids.assign(layers.begin(), layers.end());
+    attrs.final_mode = model::final_mode_name(rc.final_mode);
+    attrs.model_type = mc.model_type;
+    attrs.hidden_size = mc.hidden_size;
+    attrs.num_hidden_layers = mc.num_hidden_layers;
+    attrs.dtype = rc.dtype;
+    attrs.tp = grid.tp_size();
+    attrs.model_path = std::filesystem::absolute(rc.model_dir).string();
+    attrs.config_fingerprint = mc.fingerprint;
+    attrs.run_fingerprint = fp.digest();
+    attrs.tool_version = E3_VERSION_STRING;
+  }
+
+  Progress progress(grid.is_writer(), my_samples, my_tokens, rc.progress_interval_s);
+  std::vector<io::CommittedShard> committed_now;
+  std::map<int64_t, int64_t> written;  // shard index -> samples written
+  std::unique_ptr<io::ShardWriter> writer;
+  size_t next_to_close = 0;  // todo[next_to_close] is the oldest shard not yet committed
+
+  // Commits every shard before `upto` (in todo order); each is complete once reached.
+  auto commit_through = [&](size_t upto) {
+    for (; next_to_close < upto; ++next_to_close) {
+      const ShardPlan* s = todo[next_to_close];
+      if (!writer || writer->shard_index() != s->index) writer = std::make_unique<io::ShardWriter>(rc.out_dir, s->index, attrs);
+      committed_now.push_back(writer->commit());
+      writer.reset();
+      spdlog::debug("committed {} ({} samples)", committed_now.back().file, committed_now.back().samples.size());
+      if (grid.is_leader()) {
+        manifest.shards.push_back(committed_now.back());
+        io::write_manifest(rc.out_dir, manifest);
+      }
+    }
+  };
+
+  model::HostBatch batch;
+  std::vector<StepSample> step;
+  size_t shard_pos = 0;
+  int64_t sample_pos = todo.empty() ? 0 : todo[0]->first_sample;
+  const auto& records = data.samples();
+  while (shard_pos < todo.size()) {
+    batch.clear();
+    step.clear();
+    // Fill one step with whole samples, in order, up to the token budget.
+    while (shard_pos < todo.size()) {
+      const ShardPlan* s = todo[shard_pos];
+      if (sample_pos >= s->end_sample) {
+        if (++shard_pos < todo.size()) sample_pos = todo[shard_pos]->first_sample;
+        continue;
+      }
+      const io::SampleRecord& r = records[static_cast<size_t>(sample_pos)];
+      if (r.skipped) {
+        ++sample_pos;
+        continue;
+      }
+      if (batch.num_tokens() > 0 && batch.num_tokens() + r.num_tokens > rc.max_tokens_per_step) break;
+      StepSample ss{&r, s, batch.num_tokens(), {}, {}};
+      data.read(r, ss.ids, ss.mask);
+      batch.add_sequence(ss.ids.data(), static_cast<int64_t>(ss.ids.size()));
+      step.push_back(std::move(ss));
+      ++sample_pos;
+    }
+    if (step.empty()) break;
+
+    if (capture) capture->begin_step(batch.num_tokens());
+    model->forward(batch, capture.get());
+    if (capture) {
+      capture->audit(grid.world_rank());
+      const int64_t H = mc.hidden_size;
+      std::vector<const float*> rows(capture->num_ids());
+      for (const StepSample& ss : step) {
+        // Shards before this sample's are complete: every sample of theirs came earlier.
+        size_t pos = next_to_close;
+        while (todo[pos] != ss.shard) ++pos;
+        commit_through(pos);
+        if (!writer) writer = std::make_unique<io::ShardWriter>(rc.out_dir, ss.shard->index, attrs);
+        for (size_t k = 0; k < rows.size(); ++k) rows[k] = capture->layer(k) + ss.offset * H;
+        const float* last = rc.final_mode == model::FinalMode::None ? nullptr : capture->final_state() + ss.offset * H;
+        writer->write_sample(ss.record->index, ss.record->has_id ? &ss.record->id : nullptr, ss.ids, ss.mask, rows, last);
+        if (++written[ss.shard->index] == ss.shard->samples_to_write) commit_through(pos + 1);
+      }
+    }
+    progress.step(static_cast<int64_t>(step.size()), batch.num_tokens());
+  }
+  if (grid.is_writer()) commit_through(todo.size());
+  progress.finish();
+
+  // The leader collects every group's commits and writes the final manifest.
+  const auto gathered = grid.is_writer() ? gather_commits(grid, committed_now) : std::vector<io::CommittedShard>{};
+  if (grid.is_leader()) {
+    std::map<int64_t, io::CommittedShard> all;
+    for (const auto& s : out_state.committed) all[s.shard_index] = s;
+    for (const auto& s : gathered) all[s.shard_index] = s;
+    manifest.shards.clear();
+    for (auto& [idx, s] : all) manifest.shards.push_back(s);
+    manifest.complete = static_cast<int64_t>(all.size()) == manifest.num_shards;
+    io::write_manifest(rc.out_dir, manifest);
+    const double secs = std::chrono::duration<double>(Clock::now() - t_start).count();
+    spdlog::info("done: {} samples computed now, {} done before, {} skipped; {} shards in {} ({}); {:.1f} s",
+                 plan.samples_pending, plan.samples_committed, data.num_skipped(), manifest.shards.size(),
+                 rc.out_dir.string(), manifest.complete ? "complete" : "INCOMPLETE", secs);
+  }
+  return 0;
+}
+
+}  // namespace e3::jobs

@@ -1,0 +1,67 @@
+#include "jobs/info.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "kernels/error.h"
+#include "model/model.h"
+
+namespace e3::jobs {
+namespace {
+
+std::string gib(size_t bytes) { return fmt::format("{:.3f} GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024)); }
+
+}  // namespace
+
+std::string model_info(const InfoOptions& o) {
+  const model::ModelConfig c = model::load_model_config(o.model_dir);
+  std::string out;
+  auto line = [&](const std::string& s) { out += s + "\n"; };
+  line(fmt::format("model            {}", o.model_dir.string()));
+  line(fmt::format("architecture     {} (model_type {}, family {})", c.architecture.empty() ? "-" : c.architecture,
+                   c.model_type, model::family_name(c.family)));
+  line(fmt::format("layers           {}", c.num_hidden_layers));
+  line(fmt::format("hidden size      {}", c.hidden_size));
+  line(fmt::format("intermediate     {}", c.intermediate_size));
+  line(fmt::format("attention        {} heads, {} kv heads, head_dim {}{}{}", c.num_attention_heads,
+                   c.num_key_value_heads, c.head_dim, c.qkv_bias ? ", qkv bias" : "", c.qk_norm ? ", q/k norm" : ""));
+  line(fmt::format("vocab            {}", c.vocab_size));
+  std::string rope = fmt::format("{}, theta {}", c.rope.type, c.rope.theta);
+  if (c.rope.type != "default") rope += fmt::format(", factor {}", c.rope.factor);
+  if (c.rope.original_max_position_embeddings)
+    rope += fmt::format(", original_max_position_embeddings {}", c.rope.original_max_position_embeddings);
+  line(fmt::format("rope             {}", rope));
+  int64_t sliding = 0;
+  for (int64_t w : c.sliding_window) sliding = std::max(sliding, w);
+  if (sliding) line(fmt::format("sliding window   {}", sliding));
+  line(fmt::format("config hash      {}", c.fingerprint));
+  if (c.num_hidden_layers >= 4) {
+    line(fmt::format("default layers   [{}]  (EAGLE-3 preset [2, L/2, L-3], HF output_hidden_states ids)",
+                     fmt::join(model::default_capture_ids(c), ", ")));
+  } else {
+    line("default layers   none: fewer than 4 layers, pass --layers");
+  }
+  try {
+    model::check_tensor_parallel(c, o.tp);
+  } catch (const Error& e) {
+    line(fmt::format("tp {}             does not fit: {}", o.tp, e.what()));
+    return out;
+  }
+  model::ModelOptions mo{0, o.tp, o.max_tokens_per_step, o.max_seq_len};
+  const model::MemoryPlan gpu = model::plan_memory(c, kernels::DType::BF16, mo);
+  const model::MemoryPlan cpu = model::plan_memory(c, kernels::DType::F32, mo);
+  line(fmt::format("memory per rank  at --tp {}, --max-tokens-per-step {}, --max-seq-len {}:", o.tp,
+                   o.max_tokens_per_step, o.max_seq_len));
+  line(fmt::format("  cuda (bf16)    weights {}, workspace {}, total {}", gib(gpu.weight_bytes),
+                   gib(gpu.workspace_bytes), gib(gpu.weight_bytes + gpu.workspace_bytes)));
+  line(fmt::format("  cpu (fp32)     weights {}, workspace {}, total {}", gib(cpu.weight_bytes),
+                   gib(cpu.workspace_bytes), gib(cpu.weight_bytes + cpu.workspace_bytes)));
+  if (o.gpu_memory_gib > 0) {
+    const double need = static_cast<double>(gpu.weight_bytes + gpu.workspace_bytes) / (1024.0 * 1024 * 1024);
+    line(fmt::format("  fits {:.0f} GiB   {} ({:.1f} GiB needed per GPU)", o.gpu_memory_gib,
+                     need <= o.gpu_memory_gib ? "yes" : "NO", need));
+  }
+  return out;
+}
+
+}  // namespace e3::jobs

@@ -1,0 +1,91 @@
+// The compute primitives every model is written in. One interface, two implementations:
+// CpuBackend (fp32, BLAS; the reference) and, when built, the CUDA backend (bf16).
+// All tensors passed to an op live in that backend's memory.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "kernels/buffer.h"
+#include "kernels/tensor.h"
+
+namespace e3::kernels {
+
+// A packed batch of variable-length sequences, as the attention and RoPE ops see it.
+struct SequenceLayout {
+  Tensor positions;              // [1, tokens] int32: position of each token inside its sequence
+  Tensor cu_seqlens;             // [1, seqs + 1] int32: token offsets of the sequences
+  const int32_t* cu_seqlens_host = nullptr;  // the same offsets in host memory
+  int num_seqs = 0;
+  int64_t num_tokens = 0;
+  int64_t max_seqlen = 0;
+};
+
+// cos/sin of every position and frequency, with any attention factor already folded in.
+struct RopeTable {
+  Tensor cos;  // [max_positions, rot_dim / 2] fp32
+  Tensor sin;  // [max_positions, rot_dim / 2] fp32
+};
+
+struct RopeParams {
+  int num_heads = 0;
+  int head_dim = 0;     // stride between heads inside a row
+  int rot_offset = 0;   // first rotated column inside a head
+  int rot_dim = 0;      // rotated columns per head
+  bool interleaved = false;  // pairs (2i, 2i+1) instead of (i, i + rot_dim/2)
+};
+
+struct AttentionParams {
+  int num_q_heads = 0;   // local heads on this rank
+  int num_kv_heads = 0;  // local kv heads; q head h reads kv head h / (num_q_heads / num_kv_heads)
+  int qk_head_dim = 0;
+  int v_head_dim = 0;
+  float scale = 1.0f;
+  int64_t sliding_window = 0;  // 0: full causal; else key j is visible from query i iff i - j < window
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;                // "cpu" or "cuda"
+  virtual std::string device_description() const = 0;  // for the startup line
+  // The dtype of weights and activations inside the forward pass.
+  virtual DType compute_dtype() const = 0;
+
+  virtual DeviceBuffer allocate(size_t bytes) = 0;
+  // Host -> backend, converting from float to dst.dtype (dst must be contiguous).
+  virtual void upload_float(Tensor dst, const float* host) = 0;
+  // Host -> backend, raw bytes of the same dtype (dst must be contiguous).
+  virtual void upload_raw(Tensor dst, const void* host) = 0;
+  // Backend -> host as float, for any dtype and stride.
+  virtual void download_float(Tensor src, float* host) = 0;
+  // Waits until all work issued so far is done.
+  virtual void synchronize() = 0;
+
+  // out[i, :] = table[ids[i], :]
+  virtual void embedding(Tensor ids, Tensor table, Tensor out) = 0;
+  // y = x w^T (+ bias). x [M, K], w [N, K], bias [1, N] or null, y [M, N].
+  virtual void linear(Tensor x, Tensor w, const Tensor* bias, Tensor y) = 0;
+  // out = x / rms(x) * weight, row by row. weight [1, cols]. out may alias x.
+  virtual void rmsnorm(Tensor x, Tensor weight, float eps, Tensor out) = 0;
+  // acc += x
+  virtual void add_inplace(Tensor acc, Tensor x) = 0;
+  // acc += bias broadcast over rows. bias [1, cols].
+  virtual void add_bias(Tensor acc, Tensor bias) = 0;
+  // Rotates x [tokens, num_heads * head_dim] in place.
+  virtual void rope(Tensor x, const RopeParams& p, const RopeTable& table, const SequenceLayout& seqs) = 0;
+  // Causal attention within each sequence of the packed batch.
+  // q [tokens, hq * dqk], k [tokens, hkv * dqk], v [tokens, hkv * dv], out [tokens, hq * dv].
+  virtual void attention(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& p,
+                         const SequenceLayout& seqs) = 0;
+  // out = silu(gate) * up, elementwise.
+  virtual void silu_mul(Tensor gate, Tensor up, Tensor out) = 0;
+};
+
+// Threads: 0 means "choose from the cores available to this process".
+std::unique_ptr<Backend> make_cpu_backend(int threads);
+// A backend that only counts what would be allocated (for `info`); its ops must not run.
+std::unique_ptr<Backend> make_planning_backend(DType compute_dtype);
+
+}  // namespace e3::kernels

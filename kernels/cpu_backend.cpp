@@ -1,0 +1,85 @@
+#include <cblas.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "kernels/backend.h"
+#include "kernels/error.h"
+#include "kernels/ops_cpu.h"
+
+// OpenBLAS's own thread control; declared here because Debian's cblas.h may not expose it.
+extern "C" void openblas_set_num_threads(int num_threads);
+
+namespace e3::kernels {
+namespace {
+
+void free_host(void* p) { std::free(p); }
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads) : threads_(threads) {
+    omp_set_num_threads(threads_);
+    openblas_set_num_threads(threads_);
+  }
+
+  std::string name() const override { return "cpu"; }
+  std::string device_description() const override {
+    return fmt::format("CPU, {} thread{}", threads_, threads_ == 1 ? "" : "s");
+  }
+  DType compute_dtype() const override { return DType::F32; }
+
+  DeviceBuffer allocate(size_t bytes) override {
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = rounded ? std::aligned_alloc(64, rounded) : nullptr;
+    E3_REQUIRE(p || rounded == 0, ErrorKind::Internal, "out of host memory allocating {} bytes", bytes);
+    return DeviceBuffer(p, bytes, &free_host);
+  }
+
+  void upload_float(Tensor dst, const float* host) override {
+    E3_REQUIRE(dst.contiguous(), ErrorKind::Internal, "upload to strided {}", dst.shape_str());
+    convert_from_float(host, dst.dtype, dst.data, static_cast<size_t>(dst.numel()));
+  }
+  void upload_raw(Tensor dst, const void* host) override {
+    E3_REQUIRE(dst.contiguous(), ErrorKind::Internal, "upload to strided {}", dst.shape_str());
+    std::memcpy(dst.data, host, dst.bytes());
+  }
+  void download_float(Tensor src, float* host) override {
+    const size_t elem = dtype_size(src.dtype);
+    for (int64_t r = 0; r < src.rows; ++r)
+      convert_to_float(static_cast<const char*>(src.data) + static_cast<size_t>(r * src.stride) * elem,
+                       src.dtype, host + r * src.cols, static_cast<size_t>(src.cols));
+  }
+  void synchronize() override {}
+
+  void embedding(Tensor ids, Tensor table, Tensor out) override { cpu::embedding(ids, table, out); }
+  void linear(Tensor x, Tensor w, const Tensor* bias, Tensor y) override { cpu::linear(x, w, bias, y); }
+  void rmsnorm(Tensor x, Tensor weight, float eps, Tensor out) override {
+    cpu::rmsnorm(x, weight, eps, out);
+  }
+  void add_inplace(Tensor acc, Tensor x) override { cpu::add_inplace(acc, x); }
+  void add_bias(Tensor acc, Tensor bias) override { cpu::add_bias(acc, bias); }
+  void rope(Tensor x, const RopeParams& p, const RopeTable& table, const SequenceLayout& seqs) override {
+    cpu::rope(x, p, table, seqs);
+  }
+  void attention(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& p,
+                 const SequenceLayout& seqs) override {
+    cpu::attention(q, k, v, out, p, seqs, attention_scratch_);
+  }
+  void silu_mul(Tensor gate, Tensor up, Tensor out) override { cpu::silu_mul(gate, up, out); }
+
+ private:
+  int threads_;
+  std::vector<float> attention_scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::make_unique<CpuBackend>(threads);
+}
+
+}  // namespace e3::kernels

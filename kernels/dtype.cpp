@@ -1,0 +1,109 @@
+#include "kernels/dtype.h"
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/error.h"
+
+namespace e3::kernels {
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::F32: return 4;
+    case DType::BF16: return 2;
+    case DType::F16: return 2;
+    case DType::I32: return 4;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "fp32";
+    case DType::BF16: return "bf16";
+    case DType::F16: return "fp16";
+    case DType::I32: return "int32";
+  }
+  return "?";
+}
+
+DType parse_storage_dtype(const std::string& name) {
+  if (name == "fp32") return DType::F32;
+  if (name == "bf16") return DType::BF16;
+  if (name == "fp16") return DType::F16;
+  E3_THROW(ErrorKind::Usage, "--dtype must be bf16, fp16 or fp32, not '{}'", name);
+}
+
+float fp16_to_float(uint16_t h) {
+  const uint32_t sign = (h >> 15) & 1u;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t man = h & 0x3ffu;
+  float value;
+  if (exp == 0) {
+    value = std::ldexp(static_cast<float>(man), -24);
+  } else if (exp == 31) {
+    value = man ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  } else {
+    value = std::ldexp(static_cast<float>(man | 0x400u), static_cast<int>(exp) - 25);
+  }
+  return sign ? -value : value;
+}
+
+uint16_t float_to_fp16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t abs = u & 0x7fffffffu;
+  if (abs > 0x7f800000u) return sign | 0x7e00u;                   // NaN
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;                  // rounds past 65504: inf
+  if (abs < 0x38800000u) {                                        // fp16 subnormal or zero
+    // value = abs_float; subnormal unit is 2^-24. Rounding to nearest even via float math is exact
+    // here because the scaled value is below 2^10 and representable.
+    float a;
+    std::memcpy(&a, &abs, sizeof a);
+    const float scaled = a * 16777216.0f;  // 2^24
+    return sign | static_cast<uint16_t>(std::nearbyint(scaled));
+  }
+  // Normal: rebias exponent (127 -> 15) and round the 23-bit mantissa to 10 bits.
+  uint32_t rebased = abs - (112u << 23);
+  rebased += 0xfffu + ((rebased >> 13) & 1u);
+  return sign | static_cast<uint16_t>(rebased >> 13);
+}
+
+void convert_to_float(const void* src, DType from, float* dst, size_t n) {
+  switch (from) {
+    case DType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
+    case DType::BF16: {
+      auto* s = static_cast<const uint16_t*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_float(s[i]);
+      return;
+    }
+    case DType::F16: {
+      auto* s = static_cast<const uint16_t*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = fp16_to_float(s[i]);
+      return;
+    }
+    case DType::I32: break;
+  }
+  E3_THROW(ErrorKind::Internal, "cannot convert {} to float", dtype_name(from));
+}
+
+void convert_from_float(const float* src, DType to, void* dst, size_t n) {
+  switch (to) {
+    case DType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
+    case DType::BF16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) d[i] = float_to_bf16(src[i]);
+      return;
+    }
+    case DType::F16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) d[i] = float_to_fp16(src[i]);
+      return;
+    }
+    case DType::I32: break;
+  }
+  E3_THROW(ErrorKind::Internal, "cannot convert float to {}", dtype_name(to));
+}
+
+}  // namespace e3::kernels

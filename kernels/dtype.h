@@ -1,0 +1,43 @@
+// Element types of tensors held by a backend, and host conversions between them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace e3::kernels {
+
+enum class DType { F32, BF16, F16, I32 };
+
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);
+// Parses "fp32" / "bf16" / "fp16"; throws a usage error otherwise.
+DType parse_storage_dtype(const std::string& name);
+
+inline float bf16_to_float(uint16_t h) {
+  uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// Round to nearest, ties to even; NaN stays NaN (quiet).
+inline uint16_t float_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float fp16_to_float(uint16_t h);
+// Round to nearest, ties to even, with overflow to infinity and gradual underflow.
+uint16_t float_to_fp16(float f);
+
+// Converts n elements of `src` (of type `from`) to float.
+void convert_to_float(const void* src, DType from, float* dst, size_t n);
+// Converts n floats to `to` (F32, BF16 or F16).
+void convert_from_float(const float* src, DType to, void* dst, size_t n);
+
+}  // namespace e3::kernels

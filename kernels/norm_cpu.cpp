@@ -1,0 +1,28 @@
+#include <cmath>
+
+#include "kernels/error.h"
+#include "kernels/ops_cpu.h"
+
+namespace e3::kernels::cpu {
+
+void rmsnorm(Tensor x, Tensor weight, float eps, Tensor out) {
+  require_f32(x, "rmsnorm x");
+  require_f32(weight, "rmsnorm weight");
+  require_f32(out, "rmsnorm out");
+  require_same_shape(x, out, "rmsnorm");
+  E3_REQUIRE(weight.numel() == x.cols, ErrorKind::Internal, "rmsnorm weight {} for x {}",
+             weight.shape_str(), x.shape_str());
+  const float* w = weight.as<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < x.rows; ++r) {
+    const float* in = x.as<float>() + r * x.stride;
+    float* o = out.as<float>() + r * out.stride;
+    double sum_sq = 0.0;
+    for (int64_t c = 0; c < x.cols; ++c) sum_sq += static_cast<double>(in[c]) * in[c];
+    // As HF does: the variance in fp32, then x * rsqrt(var + eps), then times the weight.
+    const float inv = 1.0f / std::sqrt(static_cast<float>(sum_sq / static_cast<double>(x.cols)) + eps);
+    for (int64_t c = 0; c < x.cols; ++c) o[c] = w[c] * (in[c] * inv);
+  }
+}
+
+}  // namespace e3::kernels::cpu

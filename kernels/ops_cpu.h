@@ -1,0 +1,26 @@
+// The CPU implementations of every op: fp32, straightforward, and the reference that the
+// CUDA kernels are tested against. Tensors are host memory, fp32 unless stated.
+#pragma once
+
+#include <vector>
+
+#include "kernels/backend.h"
+
+namespace e3::kernels::cpu {
+
+void embedding(Tensor ids, Tensor table, Tensor out);                    // elementwise_cpu.cpp
+void add_inplace(Tensor acc, Tensor x);                                  // elementwise_cpu.cpp
+void add_bias(Tensor acc, Tensor bias);                                  // elementwise_cpu.cpp
+void silu_mul(Tensor gate, Tensor up, Tensor out);                       // elementwise_cpu.cpp
+void linear(Tensor x, Tensor w, const Tensor* bias, Tensor y);           // gemm_cpu.cpp
+void rmsnorm(Tensor x, Tensor weight, float eps, Tensor out);            // norm_cpu.cpp
+void rope(Tensor x, const RopeParams& p, const RopeTable& table, const SequenceLayout& seqs);  // rope_cpu.cpp
+// `scratch` holds per-thread score rows; it grows on first use only.
+void attention(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& p,
+               const SequenceLayout& seqs, std::vector<float>& scratch);  // attention_cpu.cpp
+
+// Shape checks shared by the implementations.
+void require_f32(const Tensor& t, const char* what);
+void require_same_shape(const Tensor& a, const Tensor& b, const char* what);
+
+}  // namespace e3::kernels::cpu

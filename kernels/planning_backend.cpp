@@ -1,0 +1,41 @@
+#include "kernels/backend.h"
+#include "kernels/error.h"
+
+namespace e3::kernels {
+namespace {
+
+// Lets the model-building code run unchanged to size memory for a config, without weights.
+class PlanningBackend final : public Backend {
+ public:
+  explicit PlanningBackend(DType dtype) : dtype_(dtype) {}
+  std::string name() const override { return "plan"; }
+  std::string device_description() const override { return "memory planning only"; }
+  DType compute_dtype() const override { return dtype_; }
+  DeviceBuffer allocate(size_t bytes) override { return DeviceBuffer(nullptr, bytes, nullptr); }
+  void upload_float(Tensor, const float*) override {}
+  void upload_raw(Tensor, const void*) override {}
+  void download_float(Tensor, float*) override { refuse(); }
+  void synchronize() override {}
+  void embedding(Tensor, Tensor, Tensor) override { refuse(); }
+  void linear(Tensor, Tensor, const Tensor*, Tensor) override { refuse(); }
+  void rmsnorm(Tensor, Tensor, float, Tensor) override { refuse(); }
+  void add_inplace(Tensor, Tensor) override { refuse(); }
+  void add_bias(Tensor, Tensor) override { refuse(); }
+  void rope(Tensor, const RopeParams&, const RopeTable&, const SequenceLayout&) override { refuse(); }
+  void attention(Tensor, Tensor, Tensor, Tensor, const AttentionParams&, const SequenceLayout&) override {
+    refuse();
+  }
+  void silu_mul(Tensor, Tensor, Tensor) override { refuse(); }
+
+ private:
+  [[noreturn]] static void refuse() { E3_THROW(ErrorKind::Internal, "the planning backend cannot compute"); }
+  DType dtype_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_planning_backend(DType compute_dtype) {
+  return std::make_unique<PlanningBackend>(compute_dtype);
+}
+
+}  // namespace e3::kernels

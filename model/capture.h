@@ -1,0 +1,93 @@
+// Capture points. Capture id k is HF's output_hidden_states[k]: 0 is the embedding output,
+// j (1 <= j < L) is the output of decoder layer j-1. The final state (post- or pre-norm) is
+// captured separately. The audit checks after every step that each requested id was
+// captured exactly once with shape [tokens, hidden_size].
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+
+namespace e3::model {
+
+enum class FinalMode { None, PostNorm, PreNorm };
+FinalMode parse_final_mode(const std::string& s);  // "post-norm" | "pre-norm" | "none"
+const char* final_mode_name(FinalMode m);
+
+// Checks ids against the layer count (0 <= id < L); throws a usage error naming the id.
+void validate_capture_ids(const std::vector<int>& ids, int64_t num_layers);
+
+// What the model calls at its capture points.
+class CaptureSink {
+ public:
+  virtual ~CaptureSink() = default;
+  virtual bool wants(int id) const = 0;
+  virtual FinalMode final_mode() const = 0;
+  virtual void capture(int id, kernels::Tensor state) = 0;
+  virtual void capture_final(kernels::Tensor state) = 0;
+};
+
+// Counts captures of one step and checks them against the request.
+class CaptureAudit {
+ public:
+  static constexpr int kFinal = -1;
+
+  CaptureAudit(std::vector<int> distinct_ids, FinalMode final, int64_t hidden_size);
+  void begin_step(int64_t tokens);
+  void record(int id, int64_t rows, int64_t cols);
+  // Throws an audit error naming the rank, the id, and the shape seen.
+  void check(int rank) const;
+
+ private:
+  struct Seen {
+    int id;
+    int count = 0;
+    int64_t rows = 0, cols = 0;
+  };
+  std::vector<Seen> seen_;  // one per distinct id, then the final state if requested
+  std::vector<int> unexpected_;
+  int64_t hidden_size_;
+  int64_t tokens_ = 0;
+};
+
+// Keeps the captured states of one step in host memory as fp32 [tokens, H] per requested id.
+class HostCapture final : public CaptureSink {
+ public:
+  HostCapture(kernels::Backend& backend, std::vector<int> ids, FinalMode final, int64_t hidden_size,
+              int64_t max_tokens);
+
+  bool wants(int id) const override;
+  FinalMode final_mode() const override { return final_; }
+  void capture(int id, kernels::Tensor state) override;
+  void capture_final(kernels::Tensor state) override;
+
+  void begin_step(int64_t tokens);
+  void audit(int rank) const { audit_.check(rank); }
+
+  // The state of the k-th requested id (in request order, duplicates allowed): [tokens, H].
+  const float* layer(size_t k) const;
+  const float* final_state() const { return final_buf_.data(); }
+  size_t num_ids() const { return ids_.size(); }
+  int64_t hidden_size() const { return hidden_; }
+  // Test hook: the audit as seen by the forward pass.
+  CaptureAudit& audit_state() { return audit_; }
+
+ private:
+  int slot_of(int id) const;
+  kernels::Backend& backend_;
+  std::vector<int> ids_;       // as requested
+  std::vector<int> distinct_;  // each id once
+  FinalMode final_;
+  int64_t hidden_;
+  int64_t max_tokens_;
+  std::vector<std::vector<float>> slots_;  // per distinct id
+  std::vector<float> final_buf_;
+  CaptureAudit audit_;
+};
+
+// The distinct ids of a request, in first-seen order.
+std::vector<int> distinct_ids(const std::vector<int>& ids);
+
+}  // namespace e3::model

@@ -1,0 +1,158 @@
+#include "model/model.h"
+
+#include "kernels/error.h"
+#include "model/decoder.h"
+
+namespace e3::model {
+
+using kernels::DType;
+using kernels::Tensor;
+
+void HostBatch::clear() {
+  tokens.clear();
+  positions.clear();
+  cu_seqlens.assign(1, 0);
+  max_seqlen = 0;
+}
+
+void HostBatch::add_sequence(const int32_t* ids, int64_t n) {
+  if (cu_seqlens.empty()) cu_seqlens.push_back(0);
+  tokens.insert(tokens.end(), ids, ids + n);
+  for (int64_t i = 0; i < n; ++i) positions.push_back(static_cast<int32_t>(i));
+  cu_seqlens.push_back(static_cast<int32_t>(tokens.size()));
+  max_seqlen = std::max(max_seqlen, n);
+}
+
+namespace {
+
+class DecoderModel final : public Model {
+ public:
+  DecoderModel(const ModelConfig& config, const Checkpoint* ckpt, kernels::Backend& backend,
+               parallel::Communicator* comm, const ModelOptions& opt)
+      : config_(config), backend_(backend), comm_(comm), opt_(opt) {
+    E3_REQUIRE(opt.max_tokens > 0 && opt.max_seq_len > 0, ErrorKind::Internal, "model options unset");
+    check_tensor_parallel(config_, opt.tp_size);
+    WeightLoader loader(ckpt, backend_, store_);
+    TpSlice tp{opt.tp_rank, opt.tp_size};
+    parts_ = build_llama_family(config_, tp, loader);
+    allocate_workspace();
+    build_rope_table();
+  }
+
+  const ModelConfig& config() const override { return config_; }
+  size_t weight_bytes() const override { return store_.bytes(); }
+  size_t workspace_bytes() const override { return ws_.bytes() + rope_buffer_.bytes(); }
+
+  void forward(const HostBatch& batch, CaptureSink* sink) override {
+    const int64_t M = batch.num_tokens();
+    const int B = batch.num_seqs();
+    E3_REQUIRE(M > 0 && M <= opt_.max_tokens && batch.max_seqlen <= opt_.max_seq_len, ErrorKind::Internal,
+               "step of {} tokens (longest {}) exceeds the budget of {} tokens (longest {})", M, batch.max_seqlen,
+               opt_.max_tokens, opt_.max_seq_len);
+    kernels::Backend& be = backend_;
+    const DType dt = be.compute_dtype();
+    const int64_t H = config_.hidden_size;
+
+    Tensor ids = ws_.ids.view(DType::I32, 1, M);
+    kernels::SequenceLayout seqs;
+    seqs.positions = ws_.positions.view(DType::I32, 1, M);
+    seqs.cu_seqlens = ws_.cu_seqlens.view(DType::I32, 1, B + 1);
+    seqs.cu_seqlens_host = batch.cu_seqlens.data();
+    seqs.num_seqs = B;
+    seqs.num_tokens = M;
+    seqs.max_seqlen = batch.max_seqlen;
+    be.upload_raw(ids, batch.tokens.data());
+    be.upload_raw(seqs.positions, batch.positions.data());
+    be.upload_raw(seqs.cu_seqlens, batch.cu_seqlens.data());
+
+    Tensor x = ws_.residual.view(dt, M, H);
+    Tensor h = ws_.normed.view(dt, M, H);
+    Tensor partial = ws_.partial.view(dt, M, H);
+    StepContext ctx{be, ws_, seqs, rope_, M};
+    const float eps = static_cast<float>(config_.rms_norm_eps);
+    const int L = static_cast<int>(parts_.layers.size());
+
+    be.embedding(ids, parts_.embed, x);
+    if (sink && sink->wants(0)) sink->capture(0, x);
+    for (int l = 0; l < L; ++l) {
+      DecoderLayer& layer = parts_.layers[static_cast<size_t>(l)];
+      be.rmsnorm(x, layer.input_norm, eps, h);
+      layer.attention->forward(h, partial, ctx);
+      comm_->all_reduce_sum(partial);
+      be.add_inplace(x, partial);
+      be.rmsnorm(x, layer.post_attention_norm, eps, h);
+      layer.ffn->forward(h, partial, ctx);
+      comm_->all_reduce_sum(partial);
+      be.add_inplace(x, partial);
+      // Id l+1 is this layer's output; id L does not exist (the final state is separate).
+      if (sink && l + 1 < L && sink->wants(l + 1)) sink->capture(l + 1, x);
+    }
+    if (sink && sink->final_mode() == FinalMode::PostNorm) {
+      be.rmsnorm(x, parts_.final_norm, eps, h);
+      sink->capture_final(h);
+    } else if (sink && sink->final_mode() == FinalMode::PreNorm) {
+      sink->capture_final(x);
+    }
+  }
+
+ private:
+  void allocate_workspace() {
+    kernels::Backend& be = backend_;
+    const size_t e = kernels::dtype_size(be.compute_dtype());
+    const auto M = static_cast<size_t>(opt_.max_tokens);
+    const auto H = static_cast<size_t>(config_.hidden_size);
+    const WorkspaceNeeds& n = parts_.needs;
+    ws_.ids = be.allocate(M * 4);
+    ws_.positions = be.allocate(M * 4);
+    ws_.cu_seqlens = be.allocate((M + 1) * 4);
+    ws_.residual = be.allocate(M * H * e);
+    ws_.normed = be.allocate(M * H * e);
+    ws_.partial = be.allocate(M * H * e);
+    ws_.q = be.allocate(M * static_cast<size_t>(n.q_cols) * e);
+    ws_.k = be.allocate(M * static_cast<size_t>(n.k_cols) * e);
+    ws_.v = be.allocate(M * static_cast<size_t>(n.v_cols) * e);
+    ws_.attn_out = be.allocate(M * static_cast<size_t>(n.attn_cols) * e);
+    ws_.gate = be.allocate(M * static_cast<size_t>(n.mlp_cols) * e);
+    ws_.up = be.allocate(M * static_cast<size_t>(n.mlp_cols) * e);
+  }
+
+  void build_rope_table() {
+    std::vector<float> cos_t, sin_t;
+    fill_rope_tables(parts_.rope, opt_.max_seq_len, cos_t, sin_t);
+    const int64_t half = static_cast<int64_t>(parts_.rope.inv_freq.size());
+    const size_t table_bytes = cos_t.size() * sizeof(float);
+    rope_buffer_ = backend_.allocate(2 * table_bytes);
+    rope_.cos = rope_buffer_.view(DType::F32, opt_.max_seq_len, half);
+    rope_.sin = rope_buffer_.view(DType::F32, opt_.max_seq_len, half, table_bytes);
+    backend_.upload_raw(rope_.cos, cos_t.data());
+    backend_.upload_raw(rope_.sin, sin_t.data());
+  }
+
+  ModelConfig config_;
+  kernels::Backend& backend_;
+  parallel::Communicator* comm_;
+  ModelOptions opt_;
+  WeightStore store_;
+  DecoderParts parts_;
+  Workspace ws_;
+  kernels::DeviceBuffer rope_buffer_;
+  kernels::RopeTable rope_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> load_model(const ModelConfig& config, const Checkpoint& ckpt, kernels::Backend& backend,
+                                  parallel::Communicator& comm, const ModelOptions& options) {
+  E3_REQUIRE(comm.size() == options.tp_size && comm.rank() == options.tp_rank, ErrorKind::Internal,
+             "communicator {}/{} does not match TP {}/{}", comm.rank(), comm.size(), options.tp_rank,
+             options.tp_size);
+  return std::make_unique<DecoderModel>(config, &ckpt, backend, &comm, options);
+}
+
+MemoryPlan plan_memory(const ModelConfig& config, DType compute_dtype, const ModelOptions& options) {
+  auto planner = kernels::make_planning_backend(compute_dtype);
+  DecoderModel model(config, nullptr, *planner, nullptr, options);
+  return {model.weight_bytes(), model.workspace_bytes()};
+}
+
+}  // namespace e3::model

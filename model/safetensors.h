@@ -1,0 +1,87 @@
+// Safetensors checkpoints: a single file or shards listed by model.safetensors.index.json.
+// Files are memory-mapped read-only; a tensor's bytes are touched only when a slice of it
+// is read, so a rank pages in only what it loads.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace e3::model {
+
+enum class StDType { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL, F8_E4M3, F8_E5M2 };
+size_t st_dtype_size(StDType t);
+const char* st_dtype_name(StDType t);
+
+struct TensorInfo {
+  std::string name;
+  StDType dtype = StDType::F32;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0;  // byte offsets inside the file's data section
+  uint64_t end = 0;
+  std::string shape_str() const;
+  int64_t numel() const;
+};
+
+// A read-only memory map of a whole file (move-only).
+class MappedFile {
+ public:
+  explicit MappedFile(const std::filesystem::path& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+// One .safetensors file with a validated header: every offset lies inside the file, and
+// every tensor's byte length matches its dtype and shape.
+class SafetensorsFile {
+ public:
+  explicit SafetensorsFile(const std::filesystem::path& path);
+
+  const std::filesystem::path& path() const { return path_; }
+  const TensorInfo* find(const std::string& name) const;
+  const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
+  // The first byte of a tensor's data.
+  const uint8_t* data(const TensorInfo& t) const { return map_.data() + data_start_ + t.begin; }
+
+ private:
+  std::filesystem::path path_;
+  MappedFile map_;
+  uint64_t data_start_ = 0;
+  std::map<std::string, TensorInfo> tensors_;
+};
+
+// All tensors of a checkpoint directory, by name.
+class Checkpoint {
+ public:
+  explicit Checkpoint(const std::filesystem::path& dir);
+
+  const std::filesystem::path& dir() const { return dir_; }
+  bool contains(const std::string& name) const;
+  // Throws a model error naming the tensor and the file(s) searched.
+  const TensorInfo& require(const std::string& name) const;
+  const SafetensorsFile& file_of(const std::string& name) const;
+  // A fingerprint of what the checkpoint holds: tensor names, dtypes and shapes.
+  std::string fingerprint() const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::filesystem::path dir_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, size_t> owner_;  // tensor name -> index in files_
+  std::string searched_;                 // for messages: the file name(s) looked in
+};
+
+}  // namespace e3::model

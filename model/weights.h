@@ -1,0 +1,66 @@
+// Loading weights by name: the expected full shape is checked against the checkpoint, and
+// only this rank's slice is read, converted and placed in backend memory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "model/safetensors.h"
+
+namespace e3::model {
+
+// One weight as a rank needs it: the tensor's full shape in the checkpoint and the block of
+// it this rank keeps. 1-D tensors are one row. rows/cols of -1 mean "all".
+struct WeightSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t row_begin = 0, rows = -1;
+  int64_t col_begin = 0, cols = -1;
+
+  // The whole tensor, on every rank.
+  static WeightSpec replicated(std::string name, std::vector<int64_t> shape);
+  // Rows [begin, begin + count) of a 2-D tensor (an output-dim split), or of a 1-D bias.
+  static WeightSpec row_block(std::string name, std::vector<int64_t> shape, int64_t begin, int64_t count);
+  // Columns [begin, begin + count) of a 2-D tensor (an input-dim split).
+  static WeightSpec col_block(std::string name, std::vector<int64_t> shape, int64_t begin, int64_t count);
+
+  int64_t full_rows() const;  // shape[0] for 2-D, 1 for 1-D
+  int64_t full_cols() const;
+  int64_t slice_rows() const { return rows < 0 ? full_rows() : rows; }
+  int64_t slice_cols() const { return cols < 0 ? full_cols() : cols; }
+  int64_t slice_numel() const { return slice_rows() * slice_cols(); }
+};
+
+// Owns the backend memory of a model's weights.
+class WeightStore {
+ public:
+  kernels::Tensor add(kernels::DeviceBuffer buffer, kernels::DType dtype, int64_t rows, int64_t cols);
+  size_t bytes() const { return bytes_; }
+
+ private:
+  std::vector<kernels::DeviceBuffer> buffers_;
+  size_t bytes_ = 0;
+};
+
+class WeightLoader {
+ public:
+  // With a null checkpoint the loader only plans: it allocates through the backend (a
+  // planning backend counts bytes) and reads nothing.
+  WeightLoader(const Checkpoint* ckpt, kernels::Backend& backend, WeightStore& store)
+      : ckpt_(ckpt), backend_(backend), store_(store) {}
+
+  // Throws a model error naming the tensor and the file on a missing tensor, a shape that
+  // differs from spec.shape, or an unsupported dtype.
+  kernels::Tensor load(const WeightSpec& spec);
+
+ private:
+  kernels::Tensor allocate(int64_t rows, int64_t cols);
+  const Checkpoint* ckpt_;
+  kernels::Backend& backend_;
+  WeightStore& store_;
+  std::vector<float> staging_;
+};
+
+}  // namespace e3::model

@@ -1,0 +1,102 @@
+#include "parallel/mpi_env.h"
+
+#include <unistd.h>
+
+#include <utility>
+
+#include "parallel/mpi_check.h"
+
+namespace e3::parallel {
+
+std::string mpi_error_string(int code) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, buf, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(buf, static_cast<size_t>(len));
+}
+
+MpiEnv::MpiEnv(int* argc, char*** argv) {
+  int provided = 0;
+  // FUNNELED: only the main thread calls MPI; helper threads (writers) do not.
+  MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  // Errors are returned, not fatal, so that they become exceptions with a message.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+}
+
+MpiEnv::~MpiEnv() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+void MpiEnv::abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  _exit(code);  // MPI_Abort does not return; this only satisfies [[noreturn]]
+}
+
+MpiComm::~MpiComm() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+}
+
+MpiComm::MpiComm(MpiComm&& other) noexcept : comm_(std::exchange(other.comm_, MPI_COMM_NULL)) {}
+
+MpiComm& MpiComm::operator=(MpiComm&& other) noexcept {
+  if (this != &other) {
+    MpiComm dead(std::exchange(comm_, std::exchange(other.comm_, MPI_COMM_NULL)));
+  }
+  return *this;
+}
+
+int MpiComm::rank() const {
+  int r = 0;
+  E3_MPI_CHECK(MPI_Comm_rank(comm_, &r));
+  return r;
+}
+
+int MpiComm::size() const {
+  int s = 0;
+  E3_MPI_CHECK(MPI_Comm_size(comm_, &s));
+  return s;
+}
+
+Grid::Grid(int tp_size) {
+  E3_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_));
+  E3_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size_));
+  if (tp_size <= 0) tp_size = world_size_;
+  E3_REQUIRE(world_size_ % tp_size == 0, ErrorKind::Usage,
+             "--tp {} does not divide the {} MPI ranks of this job", tp_size, world_size_);
+  tp_size_ = tp_size;
+  tp_rank_ = world_rank_ % tp_size_;
+  dp_size_ = world_size_ / tp_size_;
+  dp_rank_ = world_rank_ / tp_size_;
+
+  MPI_Comm tp = MPI_COMM_NULL;
+  E3_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, dp_rank_, tp_rank_, &tp));
+  tp_comm_ = MpiComm(tp);
+  MPI_Comm_set_errhandler(tp, MPI_ERRORS_RETURN);
+
+  MPI_Comm writers = MPI_COMM_NULL;
+  E3_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, tp_rank_ == 0 ? 0 : MPI_UNDEFINED, dp_rank_, &writers));
+  writers_comm_ = MpiComm(writers);
+
+  MPI_Comm local = MPI_COMM_NULL;
+  E3_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &local));
+  MpiComm local_owner(local);
+  local_rank_ = local_owner.rank();
+  local_size_ = local_owner.size();
+
+  char name[MPI_MAX_PROCESSOR_NAME];
+  int len = 0;
+  E3_MPI_CHECK(MPI_Get_processor_name(name, &len));
+  host_.assign(name, static_cast<size_t>(len));
+}
+
+std::string Grid::tag() const {
+  return fmt::format("[r{}/{} tp{} dp{}]", world_rank_, world_size_, tp_rank_, dp_rank_);
+}
+
+}  // namespace e3::parallel

@@ -1,0 +1,84 @@
+// MPI for the lifetime of the process (RAII), and the TP x DP grid of ranks.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+namespace e3::parallel {
+
+// Initialises MPI on construction and finalises it on destruction.
+class MpiEnv {
+ public:
+  MpiEnv(int* argc, char*** argv);
+  ~MpiEnv();
+  MpiEnv(const MpiEnv&) = delete;
+  MpiEnv& operator=(const MpiEnv&) = delete;
+
+  int world_rank() const { return world_rank_; }
+  int world_size() const { return world_size_; }
+  // Ends every rank of the job now with `code`. Never returns.
+  [[noreturn]] static void abort(int code);
+
+ private:
+  int world_rank_ = 0;
+  int world_size_ = 1;
+};
+
+// An owned communicator (move-only); MPI_COMM_NULL when empty.
+class MpiComm {
+ public:
+  MpiComm() = default;
+  explicit MpiComm(MPI_Comm comm) : comm_(comm) {}
+  ~MpiComm();
+  MpiComm(const MpiComm&) = delete;
+  MpiComm& operator=(const MpiComm&) = delete;
+  MpiComm(MpiComm&& other) noexcept;
+  MpiComm& operator=(MpiComm&& other) noexcept;
+
+  MPI_Comm get() const { return comm_; }
+  int rank() const;
+  int size() const;
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+// World ranks split into DP groups of `tp` consecutive ranks: tp_rank = world % tp,
+// dp_rank = world / tp. Also the node-local rank (for choosing a GPU) and the host name.
+class Grid {
+ public:
+  // Throws a usage error when tp does not divide the world size.
+  Grid(int tp_size);
+
+  int world_rank() const { return world_rank_; }
+  int world_size() const { return world_size_; }
+  int tp_rank() const { return tp_rank_; }
+  int tp_size() const { return tp_size_; }
+  int dp_rank() const { return dp_rank_; }
+  int dp_size() const { return dp_size_; }
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
+  const std::string& host() const { return host_; }
+
+  MPI_Comm world() const { return MPI_COMM_WORLD; }
+  MPI_Comm tp_comm() const { return tp_comm_.get(); }
+  // Ranks with tp_rank == 0, one per DP group: the writers. MPI_COMM_NULL elsewhere.
+  MPI_Comm writers_comm() const { return writers_comm_.get(); }
+  bool is_writer() const { return tp_rank_ == 0; }
+  bool is_leader() const { return world_rank_ == 0; }
+
+  // "[r1/2 tp1 dp0]"
+  std::string tag() const;
+
+ private:
+  int world_rank_ = 0, world_size_ = 1;
+  int tp_rank_ = 0, tp_size_ = 1;
+  int dp_rank_ = 0, dp_size_ = 1;
+  int local_rank_ = 0, local_size_ = 1;
+  std::string host_;
+  MpiComm tp_comm_;
+  MpiComm writers_comm_;
+};
+
+}  // namespace e3::parallel

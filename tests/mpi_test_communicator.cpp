@@ -1,0 +1,79 @@
+// Runs under mpirun -np 2 and -np 4 (CTest: mpi_np2, mpi_np4).
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include "kernels/error.h"
+#include "parallel/agreement.h"
+#include "parallel/communicator.h"
+#include "parallel/mpi_env.h"
+
+namespace e3 {
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int s = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+TEST(MpiCommunicator, AllReduceSumsOverTheTpGroup) {
+  for (int tp : {1, 2, world_size()}) {
+    if (world_size() % tp) continue;
+    parallel::Grid grid(tp);
+    auto comm = parallel::make_mpi_communicator(grid.tp_comm());
+    EXPECT_EQ(comm->size(), tp);
+    EXPECT_EQ(comm->rank(), world_rank() % tp);
+    std::vector<float> v(1000);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(grid.tp_rank() + 1) * static_cast<float>(i);
+    comm->all_reduce_sum(kernels::Tensor(v.data(), kernels::DType::F32, 10, 100));
+    const float factor = static_cast<float>(tp * (tp + 1) / 2);
+    for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], factor * static_cast<float>(i)) << "tp " << tp << " i " << i;
+  }
+}
+
+TEST(Grid, SplitsWorldIntoDpGroupsOfTpRanks) {
+  const int n = world_size();
+  parallel::Grid grid(2);
+  EXPECT_EQ(grid.tp_size(), 2);
+  EXPECT_EQ(grid.dp_size(), n / 2);
+  EXPECT_EQ(grid.tp_rank(), world_rank() % 2);
+  EXPECT_EQ(grid.dp_rank(), world_rank() / 2);
+  EXPECT_EQ(grid.is_writer(), world_rank() % 2 == 0);
+  EXPECT_EQ(grid.tag(), fmt::format("[r{}/{} tp{} dp{}]", world_rank(), n, world_rank() % 2, world_rank() / 2));
+  parallel::Grid all(0);
+  EXPECT_EQ(all.tp_size(), n);
+  EXPECT_EQ(all.dp_size(), 1);
+}
+
+TEST(Grid, RejectsTpThatDoesNotDivideTheWorld) {
+  try {
+    parallel::Grid grid(3);
+    FAIL() << "expected a usage error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Usage);
+    EXPECT_NE(std::string(e.what()).find("--tp 3"), std::string::npos);
+  }
+}
+
+TEST(Agreement, EveryRankLearnsTheLowestFailingRankAndItsCode) {
+  const int n = world_size();
+  // Nobody fails.
+  parallel::Failure none = parallel::agree_on_failure(MPI_COMM_WORLD, false, 0);
+  EXPECT_EQ(none.rank, -1);
+  // The last rank fails with code 3.
+  parallel::Failure one = parallel::agree_on_failure(MPI_COMM_WORLD, world_rank() == n - 1, world_rank() == n - 1 ? 3 : 0);
+  EXPECT_EQ(one.rank, n - 1);
+  EXPECT_EQ(one.code, 3);
+  // Ranks 1.. fail with their own codes: rank 1's wins.
+  parallel::Failure many = parallel::agree_on_failure(MPI_COMM_WORLD, world_rank() >= 1, 10 + world_rank());
+  EXPECT_EQ(many.rank, 1);
+  EXPECT_EQ(many.code, 11);
+}
+
+}  // namespace
+}  // namespace e3

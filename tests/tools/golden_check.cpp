@@ -1,0 +1,164 @@
+// golden_check OUT_DIR CASE_DIR --layers 0,1,2|all --final post-norm|pre-norm|none [--tol 1e-4]
+// Compares an eagle3_extract output directory with a golden case's HF reference: each
+// sample present exactly once with its input_ids, shapes as the schema says, and the
+// relative error (Frobenius, per sample and layer) below the tolerance. Prints the worst.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "io/hdf5.h"
+#include "model/safetensors.h"
+
+namespace {
+
+using e3::io::H5Id;
+
+[[noreturn]] void fail(const std::string& msg) {
+  std::fprintf(stderr, "FAIL %s\n", msg.c_str());
+  std::exit(1);
+}
+
+std::vector<float> read_f32(const e3::model::SafetensorsFile& f, const std::string& name, std::vector<int64_t>* shape) {
+  const auto* t = f.find(name);
+  if (!t || t->dtype != e3::model::StDType::F32) fail("reference has no F32 tensor " + name);
+  std::vector<float> v(static_cast<size_t>(t->numel()));
+  std::memcpy(v.data(), f.data(*t), v.size() * 4);
+  if (shape) *shape = t->shape;
+  return v;
+}
+
+std::vector<int64_t> read_i64(const e3::model::SafetensorsFile& f, const std::string& name) {
+  const auto* t = f.find(name);
+  if (!t || t->dtype != e3::model::StDType::I64) fail("reference has no I64 tensor " + name);
+  std::vector<int64_t> v(static_cast<size_t>(t->numel()));
+  std::memcpy(v.data(), f.data(*t), v.size() * 8);
+  return v;
+}
+
+std::vector<float> read_dataset(hid_t group, const char* name, std::vector<hsize_t>& dims) {
+  if (H5Lexists(group, name, H5P_DEFAULT) <= 0) fail(std::string("missing dataset ") + name);
+  H5Id ds(H5Dopen2(group, name, H5P_DEFAULT), H5Dclose);
+  H5Id space(H5Dget_space(ds.get()), H5Sclose);
+  dims.assign(static_cast<size_t>(H5Sget_simple_extent_ndims(space.get())), 0);
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  size_t n = 1;
+  for (hsize_t d : dims) n *= d;
+  std::vector<float> v(n);
+  if (H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0) fail("reading dataset");
+  return v;
+}
+
+double rel_err(const float* got, const float* want, size_t n, bool* finite) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(got[i])) *finite = false;
+    const double d = static_cast<double>(got[i]) - want[i];
+    num += d * d;
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) fail("usage: golden_check OUT_DIR CASE_DIR --layers IDS|all --final MODE [--tol T]");
+  const std::filesystem::path out = argv[1], case_dir = argv[2];
+  std::string layers_arg = "all", final_mode = "post-norm";
+  double tol = 1e-4;
+  for (int i = 3; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--layers") layers_arg = v;
+    else if (k == "--final") final_mode = v;
+    else if (k == "--tol") tol = std::stod(v);
+    else fail("unknown option " + k);
+  }
+  e3::io::silence_hdf5_errors();
+  const e3::model::SafetensorsFile ref(case_dir / "ref.safetensors");
+  int n = 0;
+  while (ref.find("s" + std::to_string(n) + ".input_ids")) ++n;
+  std::vector<int64_t> hs_shape;
+  read_f32(ref, "s0.hidden_states", &hs_shape);
+  const int64_t L = hs_shape[0] - 1, H = hs_shape[2];
+  std::vector<int> ids;
+  if (layers_arg == "all") {
+    for (int i = 0; i < L; ++i) ids.push_back(i);
+  } else {
+    for (size_t p = 0; p < layers_arg.size();) {
+      size_t q = layers_arg.find(',', p);
+      if (q == std::string::npos) q = layers_arg.size();
+      ids.push_back(std::stoi(layers_arg.substr(p, q - p)));
+      p = q + 1;
+    }
+  }
+
+  std::map<int64_t, std::filesystem::path> seen;
+  for (const auto& e : std::filesystem::directory_iterator(out)) {
+    if (e.path().extension() != ".h5") continue;
+    H5Id f(H5Fopen(e.path().c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    if (!f) fail("cannot open " + e.path().string());
+    H5Id g(H5Gopen2(f.get(), "samples", H5P_DEFAULT), H5Gclose);
+    if (!g) fail(e.path().string() + ": no /samples group");
+    for (const std::string& name : e3::io::list_links(g.get(), e.path().string())) {
+      const int64_t idx = std::stoll(name);
+      if (seen.count(idx)) fail("sample " + name + " in " + seen[idx].string() + " and " + e.path().string());
+      seen[idx] = e.path();
+    }
+  }
+  if (static_cast<int>(seen.size()) != n) fail("found " + std::to_string(seen.size()) + " samples, want " + std::to_string(n));
+  double worst = 0;
+  for (int i = 0; i < n; ++i) {
+    if (!seen.count(i)) fail("sample " + std::to_string(i) + " missing");
+    const std::string key = "s" + std::to_string(i);
+    const auto ref_ids = read_i64(ref, key + ".input_ids");
+    std::vector<int64_t> shape;
+    const auto ref_hs = read_f32(ref, key + ".hidden_states", &shape);
+    const int64_t T = shape[1];
+    H5Id f(H5Fopen(seen[i].c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    char gname[64];
+    std::snprintf(gname, sizeof gname, "/samples/%08d", i);
+    H5Id g(H5Gopen2(f.get(), gname, H5P_DEFAULT), H5Gclose);
+    std::vector<hsize_t> dims;
+    const auto got_ids = read_dataset(g.get(), "input_ids", dims);
+    if (dims != std::vector<hsize_t>{static_cast<hsize_t>(T)}) fail(key + ": input_ids shape");
+    for (int64_t t = 0; t < T; ++t)
+      if (static_cast<int64_t>(got_ids[static_cast<size_t>(t)]) != ref_ids[static_cast<size_t>(t)]) fail(key + ": input_ids differ");
+    read_dataset(g.get(), "loss_mask", dims);
+    if (dims != std::vector<hsize_t>{static_cast<hsize_t>(T)}) fail(key + ": loss_mask shape");
+    const auto hs = read_dataset(g.get(), "hidden_states", dims);
+    const auto K = static_cast<hsize_t>(ids.size());
+    if (dims != std::vector<hsize_t>{static_cast<hsize_t>(T), K, static_cast<hsize_t>(H)}) fail(key + ": hidden_states shape");
+    std::vector<float> col(static_cast<size_t>(T * H));
+    auto check = [&](const float* got, const float* want, const std::string& what) {
+      bool finite = true;
+      const double e = rel_err(got, want, static_cast<size_t>(T * H), &finite);
+      if (!finite) fail(key + " " + what + ": non-finite values");
+      if (!(e <= tol)) fail(key + " " + what + ": rel err " + std::to_string(e) + " > " + std::to_string(tol));
+      worst = std::max(worst, e);
+    };
+    for (size_t k = 0; k < ids.size(); ++k) {
+      for (int64_t t = 0; t < T; ++t)
+        std::memcpy(col.data() + t * H, hs.data() + (static_cast<size_t>(t) * K + k) * static_cast<size_t>(H),
+                    static_cast<size_t>(H) * 4);
+      check(col.data(), ref_hs.data() + static_cast<size_t>(ids[k]) * static_cast<size_t>(T * H),
+            "layer " + std::to_string(ids[k]));
+    }
+    const bool has_last = H5Lexists(g.get(), "last_hidden_state", H5P_DEFAULT) > 0;
+    if (final_mode == "none") {
+      if (has_last) fail(key + ": last_hidden_state present with --final none");
+    } else {
+      const auto last = read_dataset(g.get(), "last_hidden_state", dims);
+      if (dims != std::vector<hsize_t>{static_cast<hsize_t>(T), static_cast<hsize_t>(H)}) fail(key + ": last_hidden_state shape");
+      if (final_mode == "post-norm") {
+        check(last.data(), ref_hs.data() + static_cast<size_t>(L * T * H), "final post-norm");
+      } else {
+        check(last.data(), read_f32(ref, key + ".final_prenorm", nullptr).data(), "final pre-norm");
+      }
+    }
+  }
+  std::printf("ok %s: %d samples, worst rel err %.2e\n", case_dir.filename().c_str(), n, worst);
+  return 0;
+}

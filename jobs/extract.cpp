@@ -1,6 +1,7 @@
 #include "jobs/extract.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <exception>
 #include <map>
 #include <memory>
@@ -133,6 +134,24 @@ struct StepSample {
   std::vector<uint8_t> mask;
 };
 
+// A test-only hook: E3_FAIL_AT_SAMPLE=k [E3_FAIL_ON_RANK=r] makes world rank r (default 0)
+// fail before the step that holds sample k, mid-run, while its peers are in collectives.
+struct InjectedFault {
+  bool armed = false;
+  int64_t sample = -1;
+  int rank = 0;
+};
+
+InjectedFault injected_fault() {
+  InjectedFault f;
+  if (const char* s = std::getenv("E3_FAIL_AT_SAMPLE")) {
+    f.armed = true;
+    f.sample = std::atoll(s);
+    if (const char* r = std::getenv("E3_FAIL_ON_RANK")) f.rank = std::atoi(r);
+  }
+  return f;
+}
+
 }  // namespace
 
 int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
@@ -206,8 +225,9 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
     comm = parallel::make_mpi_communicator(grid.tp_comm());
     const auto t0 = Clock::now();
     model = model::load_model(mc, *ckpt, *backend, *comm, mo);
-    spdlog::debug("loaded {:.1f} MiB of weights in {:.2f} s; workspace {:.1f} MiB", model->weight_bytes() / 1048576.0,
-                  std::chrono::duration<double>(Clock::now() - t0).count(), model->workspace_bytes() / 1048576.0);
+    spdlog::info("ready on {}: {:.1f} MiB of weights loaded in {:.2f} s, workspace {:.1f} MiB",
+                 backend->device_description(), model->weight_bytes() / 1048576.0,
+                 std::chrono::duration<double>(Clock::now() - t0).count(), model->workspace_bytes() / 1048576.0);
   });
 
   // Phase 3: the steps of this DP group. Every TP rank forms the same batches.
@@ -256,6 +276,7 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
     }
   };
 
+  const InjectedFault fault = injected_fault();
   model::HostBatch batch;
   std::vector<StepSample> step;
   size_t shard_pos = 0;
@@ -284,6 +305,10 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
       ++sample_pos;
     }
     if (step.empty()) break;
+    if (fault.armed && fault.rank == grid.world_rank())
+      for (const StepSample& ss : step)
+        E3_REQUIRE(ss.record->index != fault.sample, ErrorKind::Internal,
+                   "injected failure before the step holding sample {} (E3_FAIL_AT_SAMPLE)", fault.sample);
 
     if (capture) capture->begin_step(batch.num_tokens());
     model->forward(batch, capture.get());

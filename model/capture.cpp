@@ -61,13 +61,16 @@ void CaptureAudit::record(int id, int64_t rows, int64_t cols) {
       return;
     }
   }
-  unexpected_.push_back(id);
+  unexpected_.push_back({id, 1, rows, cols});
 }
 
 void CaptureAudit::check(int rank) const {
   auto name = [](int id) { return id == kFinal ? std::string("final") : fmt::format("{}", id); };
-  E3_REQUIRE(unexpected_.empty(), ErrorKind::Audit, "rank {}: capture id {} was captured but not requested",
-             rank, unexpected_.empty() ? 0 : unexpected_.front());
+  if (!unexpected_.empty()) {
+    const Seen& u = unexpected_.front();
+    E3_THROW(ErrorKind::Audit, "rank {}: capture id {} was captured with shape [{}, {}] but not requested", rank,
+             name(u.id), u.rows, u.cols);
+  }
   for (const Seen& s : seen_) {
     E3_REQUIRE(s.count == 1, ErrorKind::Audit,
                "rank {}: capture id {} was captured {} times in a step of {} tokens (expected once, [{}, {}])",
@@ -99,7 +102,11 @@ int HostCapture::slot_of(int id) const {
 
 bool HostCapture::wants(int id) const { return slot_of(id) >= 0; }
 
-void HostCapture::begin_step(int64_t tokens) { audit_.begin_step(tokens); }
+void HostCapture::begin_step(int64_t tokens) {
+  E3_REQUIRE(tokens > 0 && tokens <= max_tokens_, ErrorKind::Internal, "a step of {} tokens exceeds the capture buffer of {}",
+             tokens, max_tokens_);
+  audit_.begin_step(tokens);
+}
 
 void HostCapture::capture(int id, kernels::Tensor state) {
   audit_.record(id, state.rows, state.cols);

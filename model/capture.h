@@ -46,8 +46,8 @@ class CaptureAudit {
     int count = 0;
     int64_t rows = 0, cols = 0;
   };
-  std::vector<Seen> seen_;  // one per distinct id, then the final state if requested
-  std::vector<int> unexpected_;
+  std::vector<Seen> seen_;        // one per distinct id, then the final state if requested
+  std::vector<Seen> unexpected_;  // captures nobody asked for
   int64_t hidden_size_;
   int64_t tokens_ = 0;
 };

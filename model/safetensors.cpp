@@ -142,7 +142,8 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
       E3_REQUIRE(d.is_number_unsigned() || (d.is_number_integer() && d.get<int64_t>() >= 0), ErrorKind::Model,
                  "{}: bad dimension {}", what, d.dump());
       t.shape.push_back(d.get<int64_t>());
-      elements *= static_cast<uint64_t>(t.shape.back());
+      E3_REQUIRE(!__builtin_mul_overflow(elements, static_cast<uint64_t>(t.shape.back()), &elements),
+                 ErrorKind::Model, "{}: shape {} is too large", what, entry["shape"].dump());
     }
     const json& off = entry["data_offsets"];
     E3_REQUIRE(off[0].is_number_unsigned() && off[1].is_number_unsigned(), ErrorKind::Model,
@@ -153,7 +154,10 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
     E3_REQUIRE(t.end <= data_len, ErrorKind::Model,
                "{}: data_offsets [{}, {}] run past the end of the data ({} bytes): truncated file?", what,
                t.begin, t.end, data_len);
-    E3_REQUIRE(t.end - t.begin == elements * st_dtype_size(t.dtype), ErrorKind::Model,
+    uint64_t bytes = 0;
+    E3_REQUIRE(!__builtin_mul_overflow(elements, st_dtype_size(t.dtype), &bytes), ErrorKind::Model,
+               "{}: shape {} is too large", what, t.shape_str());
+    E3_REQUIRE(t.end - t.begin == bytes, ErrorKind::Model,
                "{}: {} bytes for shape {} of {}", what, t.end - t.begin, t.shape_str(), st_dtype_name(t.dtype));
     ranges.emplace_back(t.begin, t.end);
     tensors_.emplace(name, std::move(t));

@@ -1,0 +1,27 @@
+# A failure on one rank in the middle of a run (its peers are inside an all-reduce) ends the
+# whole job within seconds with that rank's message, and leaves only whole shards.
+source "$(dirname "$0")/lib.sh"
+model="$E3_GOLDEN_DIR/tiny_llama_default"
+work=$(fresh_dir fault)
+LOG="$work/fault.log"
+# 2 DP groups of 2; group 1 holds samples 2, 3 | 6, 7 and runs them as steps [2] [3] [6, 7]:
+# shard 1 is committed, then rank 3 fails before the step with sample 6.
+args=(--model "$model" --data "$model/input.jsonl" --out "$work/out" --tp 2 --samples-per-shard 2
+      --max-tokens-per-step 128 --max-seq-len 128)
+export E3_FAIL_AT_SAMPLE=6 E3_FAIL_ON_RANK=3
+start=$(date +%s)
+run 4 "${args[@]}"
+elapsed=$(( $(date +%s) - start ))
+unset E3_FAIL_AT_SAMPLE E3_FAIL_ON_RANK
+[ "$RC" -ne 0 ] || fail "the job succeeded despite the injected failure"
+grep -q "\[r3/4 tp1 dp1\] critical: rank 3: internal error: injected failure before the step holding sample 6" "$LOG" ||
+  { cat "$LOG"; fail "no critical line from rank 3"; }
+[ -e "$work/out/shard-000001.h5" ] || fail "shard 1, complete before the failure, was not committed"
+[ "$elapsed" -lt 30 ] || fail "the job took $elapsed s to end"
+# A rerun keeps what was committed and completes the rest.
+LOG="$work/rerun.log"
+run 4 "${args[@]}"
+[ "$RC" -eq 0 ] || { cat "$LOG"; fail "rerun exited $RC"; }
+grep -q "done: [0-9] samples computed now, [2-9] done before" "$LOG" || { cat "$LOG"; fail "nothing was kept"; }
+"$E3_BIN" verify "$work/out" > /dev/null || fail "verify after the rerun"
+"$E3_GOLDEN_CHECK" "$work/out" "$model" --layers 2,4,5 --final post-norm --tol 4e-3

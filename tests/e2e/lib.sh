@@ -1,0 +1,43 @@
+# Shared helpers of the end-to-end tests. CTest sets E3_BIN, E3_GOLDEN_CHECK, E3_MPIRUN
+# (with its flags), E3_GOLDEN_DIR and E3_WORK.
+set -euo pipefail
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# A fresh work directory named after the calling test.
+fresh_dir() {
+  local d="$E3_WORK/$1"
+  rm -rf "$d"
+  mkdir -p "$d"
+  echo "$d"
+}
+
+# 0,1,...,L-1 for a checkpoint directory.
+all_layer_ids() {
+  local L
+  L=$(grep -o '"num_hidden_layers": *[0-9]*' "$1/config.json" | head -1 | grep -o '[0-9]*$')
+  seq -s, 0 $((L - 1))
+}
+
+# run NP ARGS...: the binary under mpirun; output to $LOG, exit code in $RC.
+run() {
+  local np=$1
+  shift
+  set +e
+  # shellcheck disable=SC2086
+  $E3_MPIRUN -np "$np" "$E3_BIN" "$@" > "$LOG" 2>&1
+  RC=$?
+  set -e
+}
+
+# expect_failure CODE PATTERN: the last run exited with CODE, printed PATTERN, printed
+# exactly one critical line, and left no final-named shard behind.
+expect_failure() {
+  local code=$1 pattern=$2 out=$3
+  [ "$RC" -eq "$code" ] || { cat "$LOG"; fail "exit code $RC, expected $code"; }
+  grep -q -- "$pattern" "$LOG" || { cat "$LOG"; fail "output lacks: $pattern"; }
+  local n
+  n=$(grep -c "critical:" "$LOG" || true)
+  [ "$n" -eq 1 ] || { cat "$LOG"; fail "$n critical lines, expected exactly 1"; }
+  if compgen -G "$out/*.h5" > /dev/null; then fail "a final-named shard was left in $out"; fi
+}

@@ -1,0 +1,333 @@
+// Shards as a reader sees them: read back through the plain HDF5 C API (as h5py would), not
+// through the writer's own helpers, so that the on-disk schema itself is what is tested.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "io/hdf5.h"
+#include "io/shard_writer.h"
+#include "kernels/dtype.h"
+#include "kernels/error.h"
+#include "support/test_support.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using e3::io::H5Id;
+using e3::io::ShardAttributes;
+using e3::io::ShardWriter;
+using e3::kernels::DType;
+
+constexpr int64_t kH = 8;
+constexpr int64_t kShard = 3;
+
+ShardAttributes make_attrs(DType dtype, bool with_final = true) {
+  ShardAttributes a;
+  a.layer_ids = {1, 3};
+  a.final_mode = with_final ? "post-norm" : "none";
+  a.model_type = "llama";
+  a.hidden_size = kH;
+  a.num_hidden_layers = 4;
+  a.dtype = dtype;
+  a.tp = 2;
+  a.model_path = "/models/tiny";
+  a.config_fingerprint = "cfg0123";
+  a.run_fingerprint = "run4567";
+  a.tool_version = "0.1.0-test";
+  return a;
+}
+
+// One sample's inputs: K captures of [T, H] and the final state.
+struct Sample {
+  int64_t index;
+  std::string id;  // empty: written without an id
+  std::vector<int32_t> input_ids;
+  std::vector<uint8_t> loss_mask;
+  std::vector<std::vector<float>> layers;
+  std::vector<float> final_rows;
+};
+
+Sample make_sample(int64_t index, const std::string& id, int64_t T, uint64_t seed) {
+  Sample s{index, id, {}, {}, {}, {}};
+  for (int64_t t = 0; t < T; ++t) {
+    s.input_ids.push_back(static_cast<int32_t>(1000 * index + 7 * t));
+    s.loss_mask.push_back(static_cast<uint8_t>(t % 2));
+  }
+  for (int k = 0; k < 2; ++k) {
+    auto v = e3::test::random_floats(T * kH, seed + k);
+    // Values over several binades, including fp16 subnormals, so the file type's exponent
+    // and mantissa layout are exercised and not only values near 1.
+    for (size_t i = 0; i < v.size(); ++i) v[i] *= (i % 4 == 0) ? 100.0f : (i % 4 == 1) ? 1e-6f : 1.0f;
+    s.layers.push_back(v);
+  }
+  s.final_rows = e3::test::random_floats(T * kH, seed + 9);
+  return s;
+}
+
+void write(ShardWriter& w, const Sample& s, bool with_final = true) {
+  std::vector<const float*> layers;
+  for (const auto& l : s.layers) layers.push_back(l.data());
+  w.write_sample(s.index, s.id.empty() ? nullptr : &s.id, s.input_ids, s.loss_mask, layers,
+                 with_final ? s.final_rows.data() : nullptr);
+}
+
+// What a reader must get back: the input rounded to the storage dtype.
+std::vector<float> rounded(const std::vector<float>& v, DType dtype) {
+  std::vector<uint8_t> stored(v.size() * e3::kernels::dtype_size(dtype));
+  std::vector<float> out(v.size());
+  e3::kernels::convert_from_float(v.data(), dtype, stored.data(), v.size());
+  e3::kernels::convert_to_float(stored.data(), dtype, out.data(), v.size());
+  return out;
+}
+
+std::vector<std::string> dir_entries(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::vector<hsize_t> dims_of(hid_t ds) {
+  H5Id space(H5Dget_space(ds), H5Sclose);
+  std::vector<hsize_t> dims(static_cast<size_t>(H5Sget_simple_extent_ndims(space.get())));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  return dims;
+}
+
+template <typename T>
+std::vector<T> read_all(hid_t ds, hid_t mem_type) {
+  size_t n = 1;
+  for (hsize_t d : dims_of(ds)) n *= d;
+  std::vector<T> out(n);
+  EXPECT_GE(H5Dread(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), 0);
+  return out;
+}
+
+H5Id open_ds(hid_t file, const std::string& path) {
+  H5Id ds(H5Dopen2(file, path.c_str(), H5P_DEFAULT), H5Dclose);
+  EXPECT_TRUE(static_cast<bool>(ds)) << path;
+  return ds;
+}
+
+class Hdf5ShardRoundTrip : public ::testing::TestWithParam<DType> {};
+
+TEST_P(Hdf5ShardRoundTrip, WritesAtomicallyAndReadsBackExactly) {
+  const DType dtype = GetParam();
+  e3::test::TempDir dir;
+  const std::vector<Sample> samples{make_sample(6, "sample-a", 3, 100), make_sample(7, "", 2, 200)};
+
+  ShardWriter w(dir.path(), kShard, make_attrs(dtype));
+  for (const Sample& s : samples) write(w, s);
+  // Before commit only the temporary file exists, and its name is not a shard name.
+  EXPECT_EQ(dir_entries(dir.path()), std::vector<std::string>{w.temp_path().filename().string()});
+  EXPECT_TRUE(fs::exists(w.temp_path()));
+  EXPECT_NE(w.temp_path().extension(), ".h5");
+  EXPECT_FALSE(fs::exists(dir / "shard-000003.h5"));
+
+  const e3::io::CommittedShard rec = w.commit();
+  EXPECT_EQ(dir_entries(dir.path()), std::vector<std::string>{"shard-000003.h5"});
+  EXPECT_FALSE(fs::exists(w.temp_path()));
+  EXPECT_EQ(rec.file, "shard-000003.h5");
+  EXPECT_EQ(rec.shard_index, kShard);
+  EXPECT_EQ(rec.samples, (std::vector<int64_t>{6, 7}));
+  EXPECT_EQ(rec.num_tokens, 5);
+  EXPECT_EQ(rec.bytes, fs::file_size(dir / "shard-000003.h5"));
+
+  H5Id file(H5Fopen((dir / "shard-000003.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  ASSERT_TRUE(static_cast<bool>(file));
+  const hid_t f = file.get();
+
+  for (const Sample& s : samples) {
+    const std::string g = e3::io::sample_group_name(s.index);
+    const auto T = static_cast<hsize_t>(s.input_ids.size());
+    SCOPED_TRACE(g);
+
+    H5Id hs = open_ds(f, g + "/hidden_states");
+    EXPECT_EQ(dims_of(hs.get()), (std::vector<hsize_t>{T, 2, kH}));
+    {
+      H5Id type(H5Dget_type(hs.get()), H5Tclose);
+      EXPECT_EQ(e3::io::storage_dtype_of(type.get()), dtype);
+      EXPECT_EQ(H5Tget_size(type.get()), e3::kernels::dtype_size(dtype));
+    }
+    const auto got = read_all<float>(hs.get(), H5T_NATIVE_FLOAT);
+    std::vector<std::vector<float>> want_layers;
+    for (const auto& l : s.layers) want_layers.push_back(rounded(l, dtype));
+    for (hsize_t t = 0; t < T; ++t)
+      for (hsize_t k = 0; k < 2; ++k)
+        for (hsize_t h = 0; h < static_cast<hsize_t>(kH); ++h)
+          ASSERT_EQ(got[(t * 2 + k) * kH + h], want_layers[k][t * kH + h]) << "t " << t << " k " << k << " h " << h;
+
+    H5Id last = open_ds(f, g + "/last_hidden_state");
+    EXPECT_EQ(dims_of(last.get()), (std::vector<hsize_t>{T, kH}));
+    EXPECT_EQ(read_all<float>(last.get(), H5T_NATIVE_FLOAT), rounded(s.final_rows, dtype));
+
+    H5Id ids = open_ds(f, g + "/input_ids");
+    {
+      H5Id type(H5Dget_type(ids.get()), H5Tclose);
+      EXPECT_GT(H5Tequal(type.get(), H5T_STD_I32LE), 0);
+    }
+    EXPECT_EQ(dims_of(ids.get()), std::vector<hsize_t>{T});
+    EXPECT_EQ(read_all<int32_t>(ids.get(), H5T_NATIVE_INT32), s.input_ids);
+
+    H5Id mask = open_ds(f, g + "/loss_mask");
+    {
+      H5Id type(H5Dget_type(mask.get()), H5Tclose);
+      EXPECT_GT(H5Tequal(type.get(), H5T_STD_U8LE), 0);
+    }
+    EXPECT_EQ(dims_of(mask.get()), std::vector<hsize_t>{T});
+    EXPECT_EQ(read_all<uint8_t>(mask.get(), H5T_NATIVE_UINT8), s.loss_mask);
+
+    H5Id group(H5Gopen2(f, g.c_str(), H5P_DEFAULT), H5Gclose);
+    ASSERT_TRUE(static_cast<bool>(group));
+    EXPECT_EQ(e3::io::read_attr_int(group.get(), "num_tokens"), static_cast<int64_t>(T));
+    if (s.id.empty()) {
+      EXPECT_FALSE(e3::io::read_attr_string(group.get(), "id").has_value());
+    } else {
+      EXPECT_EQ(e3::io::read_attr_string(group.get(), "id"), s.id);
+    }
+  }
+
+  EXPECT_EQ(e3::io::read_attr_string(f, "format"), std::string("eagle3-hidden-states"));
+  EXPECT_EQ(e3::io::read_attr_int(f, "format_version"), 1);
+  EXPECT_EQ(e3::io::read_attr_ints(f, "layer_ids"), (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(e3::io::read_attr_string(f, "final"), std::string("post-norm"));
+  EXPECT_EQ(e3::io::read_attr_string(f, "model_type"), std::string("llama"));
+  EXPECT_EQ(e3::io::read_attr_int(f, "hidden_size"), kH);
+  EXPECT_EQ(e3::io::read_attr_int(f, "num_hidden_layers"), 4);
+  EXPECT_EQ(e3::io::read_attr_string(f, "dtype"), std::string(e3::kernels::dtype_name(dtype)));
+  EXPECT_EQ(e3::io::read_attr_int(f, "tp"), 2);
+  EXPECT_EQ(e3::io::read_attr_string(f, "model"), std::string("/models/tiny"));
+  EXPECT_EQ(e3::io::read_attr_string(f, "config_fingerprint"), std::string("cfg0123"));
+  EXPECT_EQ(e3::io::read_attr_string(f, "run_fingerprint"), std::string("run4567"));
+  EXPECT_EQ(e3::io::read_attr_string(f, "tool_version"), std::string("0.1.0-test"));
+  EXPECT_EQ(e3::io::read_attr_int(f, "shard_index"), kShard);
+  H5Id group(H5Gopen2(f, "samples", H5P_DEFAULT), H5Gclose);
+  EXPECT_EQ(e3::io::list_links(group.get(), "samples"), (std::vector<std::string>{"00000006", "00000007"}));
+}
+
+TEST_P(Hdf5ShardRoundTrip, InspectReadsBackIndexSamplesAndFingerprint) {
+  e3::test::TempDir dir;
+  ShardWriter w(dir.path(), kShard, make_attrs(GetParam()));
+  write(w, make_sample(6, "a", 3, 1));
+  write(w, make_sample(7, "b", 4, 2));
+  const e3::io::CommittedShard rec = w.commit();
+  const e3::io::InspectedShard got = e3::io::inspect_shard(dir / rec.file);
+  EXPECT_EQ(got.record.file, "shard-000003.h5");
+  EXPECT_EQ(got.record.shard_index, kShard);
+  EXPECT_EQ(got.record.samples, (std::vector<int64_t>{6, 7}));
+  EXPECT_EQ(got.record.num_tokens, 7);
+  EXPECT_EQ(got.record.bytes, rec.bytes);
+  EXPECT_EQ(got.run_fingerprint, "run4567");
+}
+
+INSTANTIATE_TEST_SUITE_P(Hdf5, Hdf5ShardRoundTrip, ::testing::Values(DType::BF16, DType::F16, DType::F32),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(e3::kernels::dtype_name(info.param));
+                         });
+
+TEST(Hdf5Shard, FinalNoneWritesNoLastHiddenState) {
+  e3::test::TempDir dir;
+  ShardWriter w(dir.path(), 0, make_attrs(DType::BF16, false));
+  write(w, make_sample(0, "x", 2, 5), false);
+  w.commit();
+  H5Id file(H5Fopen((dir / "shard-000000.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  ASSERT_TRUE(static_cast<bool>(file));
+  EXPECT_GT(H5Lexists(file.get(), "/samples/00000000/hidden_states", H5P_DEFAULT), 0);
+  EXPECT_EQ(H5Lexists(file.get(), "/samples/00000000/last_hidden_state", H5P_DEFAULT), 0);
+  EXPECT_EQ(e3::io::read_attr_string(file.get(), "final"), std::string("none"));
+}
+
+TEST(Hdf5Shard, DestroyedWithoutCommitLeavesNoFile) {
+  e3::test::TempDir dir;
+  fs::path temp;
+  {
+    ShardWriter w(dir.path(), kShard, make_attrs(DType::BF16));
+    write(w, make_sample(0, "x", 3, 7));
+    temp = w.temp_path();
+    EXPECT_TRUE(fs::exists(temp));
+  }
+  EXPECT_FALSE(fs::exists(temp));
+  EXPECT_TRUE(dir_entries(dir.path()).empty());
+}
+
+TEST(Hdf5Shard, RejectsMismatchedSample) {
+  e3::test::TempDir dir;
+  ShardWriter w(dir.path(), 0, make_attrs(DType::F32));
+  Sample s = make_sample(0, "x", 3, 8);
+  s.loss_mask.pop_back();
+  try {
+    write(w, s);
+    FAIL() << "expected an error";
+  } catch (const e3::Error& e) {
+    EXPECT_EQ(e.kind(), e3::ErrorKind::Internal);
+  }
+}
+
+TEST(Hdf5Shard, FileNames) {
+  EXPECT_EQ(e3::io::shard_file_name(3), "shard-000003.h5");
+  EXPECT_EQ(e3::io::shard_file_name(123456), "shard-123456.h5");
+  EXPECT_EQ(e3::io::sample_group_name(42), "/samples/00000042");
+}
+
+TEST(Hdf5StorageType, IdentifiesTheThreeStorageTypes) {
+  for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+    H5Id type = e3::io::file_type_for(t);
+    EXPECT_EQ(e3::io::storage_dtype_of(type.get()), t) << e3::kernels::dtype_name(t);
+    EXPECT_EQ(H5Tget_size(type.get()), e3::kernels::dtype_size(t));
+  }
+  EXPECT_EQ(e3::io::storage_dtype_of(H5T_IEEE_F32LE), DType::F32);
+  EXPECT_EQ(e3::io::storage_dtype_of(H5T_IEEE_F64LE), std::nullopt);
+  EXPECT_EQ(e3::io::storage_dtype_of(H5T_STD_I32LE), std::nullopt);
+  EXPECT_EQ(e3::io::storage_dtype_of(H5T_STD_U16LE), std::nullopt);
+}
+
+TEST(Hdf5StorageType, Bf16FileTypeConvertsLikeTheHostConversion) {
+  // HDF5's own conversion from the bf16 file type must agree with bf16_to_float bit for bit.
+  H5Id type = e3::io::file_type_for(DType::BF16);
+  std::vector<uint16_t> raw;
+  for (uint32_t h = 0; h <= 0xffff; ++h)
+    if (!std::isnan(e3::kernels::bf16_to_float(static_cast<uint16_t>(h)))) raw.push_back(static_cast<uint16_t>(h));
+  std::vector<float> buf(raw.size());
+  std::memcpy(buf.data(), raw.data(), raw.size() * 2);  // H5Tconvert converts in place
+  ASSERT_GE(H5Tconvert(type.get(), H5T_NATIVE_FLOAT, raw.size(), buf.data(), nullptr, H5P_DEFAULT), 0);
+  for (size_t i = 0; i < raw.size(); ++i)
+    ASSERT_EQ(buf[i], e3::kernels::bf16_to_float(raw[i])) << std::hex << raw[i];
+}
+
+TEST(Hdf5StorageType, Fp16FileTypeConvertsLikeTheHostConversion) {
+  H5Id type = e3::io::file_type_for(DType::F16);
+  std::vector<uint16_t> raw;
+  for (uint32_t h = 0; h <= 0xffff; ++h)
+    if (!std::isnan(e3::kernels::fp16_to_float(static_cast<uint16_t>(h)))) raw.push_back(static_cast<uint16_t>(h));
+  std::vector<float> buf(raw.size());
+  std::memcpy(buf.data(), raw.data(), raw.size() * 2);
+  ASSERT_GE(H5Tconvert(type.get(), H5T_NATIVE_FLOAT, raw.size(), buf.data(), nullptr, H5P_DEFAULT), 0);
+  for (size_t i = 0; i < raw.size(); ++i)
+    ASSERT_EQ(buf[i], e3::kernels::fp16_to_float(raw[i])) << std::hex << raw[i];
+}
+
+TEST(Hdf5Inspect, RejectsAFileThatIsNotAShard) {
+  e3::io::silence_hdf5_errors();
+  e3::test::TempDir dir;
+  e3::test::write_text(dir / "text.h5", "not hdf5 at all");
+  {
+    H5Id f(H5Fcreate((dir / "other.h5").c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    e3::io::write_attr(f.get(), "format", std::string("something-else"));
+  }
+  for (const char* name : {"text.h5", "other.h5", "absent.h5"}) {
+    try {
+      e3::io::inspect_shard(dir / name);
+      ADD_FAILURE() << name << ": expected an error";
+    } catch (const e3::Error& e) {
+      EXPECT_EQ(e.kind(), e3::ErrorKind::Output) << name;
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace

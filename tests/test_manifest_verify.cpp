@@ -1,0 +1,418 @@
+// manifest.json and `verify`: a directory built with the real writers must verify, and each
+// kind of damage must be reported as a verify error that names what is wrong.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "io/manifest.h"
+#include "io/shard_writer.h"
+#include "io/verify.h"
+#include "kernels/error.h"
+#include "support/test_support.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using e3::ErrorKind;
+using e3::io::CommittedShard;
+using e3::io::Manifest;
+using e3::io::RunFingerprint;
+using e3::io::ShardAttributes;
+using e3::io::ShardWriter;
+using e3::io::SkippedSample;
+
+#define EXPECT_HAS(text, part) EXPECT_NE((text).find(part), std::string::npos) << "'" << (part) << "' not in: " << (text)
+
+RunFingerprint make_fingerprint() {
+  RunFingerprint f;
+  f.model_fingerprint = "model-abc";
+  f.layer_ids = {0, 2};
+  f.final_mode = "post-norm";
+  f.dtype = "bf16";
+  f.max_seq_len = 4096;
+  f.on_long = "skip";
+  f.samples_per_shard = 2;
+  f.tool_version = "0.1.0";
+  return f;
+}
+
+// ---------------------------------------------------------------- manifest
+
+Manifest make_manifest() {
+  Manifest m;
+  m.fingerprint = make_fingerprint();
+  m.model_path = "/models/m";
+  m.data_path = "/data/d.jsonl";
+  m.data_fingerprint = "data-123";
+  m.num_samples = 5;
+  m.num_shards = 3;
+  m.complete = true;
+  m.shards.push_back({"shard-000000.h5", 0, {0, 1}, 17, 4096});
+  m.shards.push_back({"shard-000002.h5", 2, {4}, 3, 2048});
+  m.skipped.push_back({3, 5, "longer than --max-seq-len"});
+  return m;
+}
+
+void expect_same(const Manifest& a, const Manifest& b) {
+  EXPECT_TRUE(a.fingerprint.differences(b.fingerprint).empty());
+  EXPECT_EQ(a.fingerprint.digest(), b.fingerprint.digest());
+  EXPECT_EQ(a.model_path, b.model_path);
+  EXPECT_EQ(a.data_path, b.data_path);
+  EXPECT_EQ(a.data_fingerprint, b.data_fingerprint);
+  EXPECT_EQ(a.num_samples, b.num_samples);
+  EXPECT_EQ(a.num_shards, b.num_shards);
+  EXPECT_EQ(a.complete, b.complete);
+  ASSERT_EQ(a.shards.size(), b.shards.size());
+  for (size_t i = 0; i < a.shards.size(); ++i) {
+    EXPECT_EQ(a.shards[i].file, b.shards[i].file);
+    EXPECT_EQ(a.shards[i].shard_index, b.shards[i].shard_index);
+    EXPECT_EQ(a.shards[i].samples, b.shards[i].samples);
+    EXPECT_EQ(a.shards[i].num_tokens, b.shards[i].num_tokens);
+    EXPECT_EQ(a.shards[i].bytes, b.shards[i].bytes);
+  }
+  ASSERT_EQ(a.skipped.size(), b.skipped.size());
+  for (size_t i = 0; i < a.skipped.size(); ++i) {
+    EXPECT_EQ(a.skipped[i].index, b.skipped[i].index);
+    EXPECT_EQ(a.skipped[i].line, b.skipped[i].line);
+    EXPECT_EQ(a.skipped[i].reason, b.skipped[i].reason);
+  }
+}
+
+TEST(ManifestJson, RoundTripsThroughJson) {
+  const Manifest m = make_manifest();
+  const nlohmann::json j = e3::io::to_json(m);
+  EXPECT_EQ(j.at("format"), e3::io::kManifestFormat);
+  EXPECT_EQ(j.at("run_fingerprint"), m.fingerprint.digest());
+  EXPECT_EQ(j.at("shards").at(0).at("num_samples"), 2);
+  expect_same(e3::io::manifest_from_json(nlohmann::json::parse(j.dump()), "test"), m);
+}
+
+TEST(ManifestJson, RoundTripsThroughTheDirectory) {
+  e3::test::TempDir dir;
+  EXPECT_FALSE(e3::io::read_manifest(dir.path()).has_value());
+  const Manifest m = make_manifest();
+  e3::io::write_manifest(dir.path(), m);
+  // Written atomically: nothing but the manifest is left behind.
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir.path())) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"manifest.json"});
+  const auto back = e3::io::read_manifest(dir.path());
+  ASSERT_TRUE(back.has_value());
+  expect_same(*back, m);
+}
+
+TEST(ManifestJson, RejectsForeignOrBrokenManifests) {
+  e3::test::TempDir dir;
+  auto expect_output_error = [&](const std::string& text, const std::string& part) {
+    e3::test::write_text(dir / "manifest.json", text);
+    try {
+      e3::io::read_manifest(dir.path());
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const e3::Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Output) << e.what();
+      EXPECT_HAS(std::string(e.what()), part);
+    }
+  };
+  expect_output_error("{not json", "invalid JSON");
+  expect_output_error(R"({"format": "something-else"})", "not an eagle3_extract manifest");
+  nlohmann::json j = e3::io::to_json(make_manifest());
+  j.erase("num_samples");
+  expect_output_error(j.dump(), "num_samples");
+  j = e3::io::to_json(make_manifest());
+  j["complete"] = "yes";
+  expect_output_error(j.dump(), "complete");
+}
+
+TEST(ManifestFingerprint, EqualFingerprintsHaveNoDifferences) {
+  EXPECT_TRUE(make_fingerprint().differences(make_fingerprint()).empty());
+  EXPECT_EQ(make_fingerprint().digest(), make_fingerprint().digest());
+}
+
+TEST(ManifestFingerprint, DifferencesNameEachFieldWithBothValues) {
+  const RunFingerprint was = make_fingerprint();
+  RunFingerprint now = was;
+  now.model_fingerprint = "model-xyz";
+  now.layer_ids = {0, 3};
+  now.final_mode = "none";
+  now.dtype = "fp32";
+  now.max_seq_len = 2048;
+  now.on_long = "truncate";
+  now.samples_per_shard = 8;
+  now.tool_version = "0.2.0";
+  const std::vector<std::string> d = was.differences(now);
+  const std::vector<std::string> want{
+      "model: model-abc (in the directory) vs model-xyz (this run)",
+      "layers: [0,2] (in the directory) vs [0,3] (this run)",
+      "final: post-norm (in the directory) vs none (this run)",
+      "dtype: bf16 (in the directory) vs fp32 (this run)",
+      "max-seq-len: 4096 (in the directory) vs 2048 (this run)",
+      "on-long: skip (in the directory) vs truncate (this run)",
+      "samples-per-shard: 2 (in the directory) vs 8 (this run)",
+      "tool version: 0.1.0 (in the directory) vs 0.2.0 (this run)",
+  };
+  EXPECT_EQ(d, want);
+  EXPECT_NE(was.digest(), now.digest());
+}
+
+TEST(ManifestFingerprint, EachFieldAloneIsReportedAndChangesTheDigest) {
+  const RunFingerprint base = make_fingerprint();
+  std::vector<RunFingerprint> variants(8, base);
+  variants[0].model_fingerprint = "m2";
+  variants[1].layer_ids = {0, 2, 4};
+  variants[2].final_mode = "pre-norm";
+  variants[3].dtype = "fp16";
+  variants[4].max_seq_len = 1;
+  variants[5].on_long = "error";
+  variants[6].samples_per_shard = 3;
+  variants[7].tool_version = "x";
+  const char* names[] = {"model:", "layers:", "final:", "dtype:", "max-seq-len:", "on-long:", "samples-per-shard:",
+                         "tool version:"};
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const auto d = base.differences(variants[i]);
+    ASSERT_EQ(d.size(), 1u) << names[i];
+    EXPECT_EQ(d[0].rfind(names[i], 0), 0u) << d[0];
+    EXPECT_NE(base.digest(), variants[i].digest()) << names[i];
+  }
+}
+
+// ---------------------------------------------------------------- verify
+
+constexpr int64_t kH = 8;
+
+int64_t tokens_of(int64_t sample) { return 2 + sample % 3; }
+
+ShardAttributes attrs_for(const RunFingerprint& fp) {
+  ShardAttributes a;
+  a.layer_ids = fp.layer_ids;
+  a.final_mode = fp.final_mode;
+  a.model_type = "llama";
+  a.hidden_size = kH;
+  a.num_hidden_layers = 4;
+  a.dtype = e3::kernels::parse_storage_dtype(fp.dtype);
+  a.model_path = "/models/m";
+  a.config_fingerprint = "cfg";
+  a.run_fingerprint = fp.digest();
+  a.tool_version = fp.tool_version;
+  return a;
+}
+
+// Writes and commits one shard holding `samples`; `nan_at` puts a NaN into one sample's
+// hidden states.
+CommittedShard write_shard(const fs::path& dir, const RunFingerprint& fp, int64_t index,
+                           const std::vector<int64_t>& samples, int64_t nan_at = -1) {
+  ShardWriter w(dir, index, attrs_for(fp));
+  const size_t K = fp.layer_ids.size();
+  for (int64_t s : samples) {
+    const int64_t T = tokens_of(s);
+    std::vector<int32_t> ids(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) ids[static_cast<size_t>(t)] = static_cast<int32_t>(s * 10 + t);
+    std::vector<uint8_t> mask(static_cast<size_t>(T), 1);
+    std::vector<std::vector<float>> layers;
+    for (size_t k = 0; k < K; ++k) layers.push_back(e3::test::random_floats(T * kH, 100 * s + k));
+    if (s == nan_at) layers.back()[3] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<const float*> ptrs;
+    for (const auto& l : layers) ptrs.push_back(l.data());
+    const auto final_rows = e3::test::random_floats(T * kH, 100 * s + 99);
+    const std::string id = fmt::format("s{}", s);
+    w.write_sample(s, &id, ids, mask, ptrs, fp.final_mode == "none" ? nullptr : final_rows.data());
+  }
+  return w.commit();
+}
+
+// A finished run over 5 input samples, 2 per shard, sample 3 skipped:
+// shard 0 = {0, 1}, shard 1 = {2}, shard 2 = {4}.
+class VerifyOutput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fp_ = make_fingerprint();
+    m_.fingerprint = fp_;
+    m_.model_path = "/models/m";
+    m_.data_path = "/data/d.jsonl";
+    m_.data_fingerprint = "data";
+    m_.num_samples = 5;
+    m_.num_shards = 3;
+    m_.complete = true;
+    m_.skipped.push_back({3, 4, "longer than --max-seq-len"});
+  }
+
+  void build_good(int64_t nan_at = -1) {
+    m_.shards.push_back(write_shard(dir_.path(), fp_, 0, {0, 1}, nan_at));
+    m_.shards.push_back(write_shard(dir_.path(), fp_, 1, {2}, nan_at));
+    m_.shards.push_back(write_shard(dir_.path(), fp_, 2, {4}, nan_at));
+    e3::io::write_manifest(dir_.path(), m_);
+  }
+
+  // verify_output's message, after checking that it fails with a verify error.
+  std::string verify_error() {
+    try {
+      e3::io::verify_output(dir_.path());
+    } catch (const e3::Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Verify) << e.what();
+      return e.what();
+    }
+    ADD_FAILURE() << "verify passed";
+    return {};
+  }
+
+  e3::test::TempDir dir_;
+  RunFingerprint fp_;
+  Manifest m_;
+};
+
+TEST_F(VerifyOutput, PassesOnACompleteDirectory) {
+  build_good();
+  const e3::io::VerifyReport r = e3::io::verify_output(dir_.path());
+  EXPECT_EQ(r.shards, 3);
+  EXPECT_EQ(r.samples, 4);
+  EXPECT_EQ(r.tokens, tokens_of(0) + tokens_of(1) + tokens_of(2) + tokens_of(4));
+  EXPECT_EQ(r.skipped, 1);
+  EXPECT_EQ(r.num_samples, 5);
+  EXPECT_TRUE(r.complete);
+}
+
+TEST_F(VerifyOutput, PassesForEveryStorageDtypeAndFinalNone) {
+  for (const char* dtype : {"fp16", "fp32"}) {
+    e3::test::TempDir other;
+    RunFingerprint fp = fp_;
+    fp.dtype = dtype;
+    fp.final_mode = "none";
+    Manifest m = m_;
+    m.fingerprint = fp;
+    m.shards = {write_shard(other.path(), fp, 0, {0, 1}), write_shard(other.path(), fp, 1, {2}),
+                write_shard(other.path(), fp, 2, {4})};
+    e3::io::write_manifest(other.path(), m);
+    EXPECT_NO_THROW(e3::io::verify_output(other.path())) << dtype;
+  }
+}
+
+TEST_F(VerifyOutput, PassesOnAnIncompleteRunAndIgnoresTemporaryFiles) {
+  // An interrupted run: one shard committed, another one's temporary file left behind.
+  m_.complete = false;
+  m_.shards.push_back(write_shard(dir_.path(), fp_, 0, {0, 1}));
+  e3::io::write_manifest(dir_.path(), m_);
+  e3::test::write_text(dir_ / "shard-000001.h5.tmp.12345", "partial");
+  const e3::io::VerifyReport r = e3::io::verify_output(dir_.path());
+  EXPECT_FALSE(r.complete);
+  EXPECT_EQ(r.samples, 2);
+}
+
+TEST_F(VerifyOutput, FailsOnMissingShardFile) {
+  build_good();
+  fs::remove(dir_ / "shard-000001.h5");
+  const std::string msg = verify_error();
+  EXPECT_HAS(msg, "shard-000001.h5");
+  EXPECT_HAS(msg, "missing");
+}
+
+TEST_F(VerifyOutput, FailsOnSizeMismatch) {
+  build_good();
+  {
+    std::ofstream out(dir_ / "shard-000002.h5", std::ios::binary | std::ios::app);
+    out << "trailing bytes";
+  }
+  const std::string msg = verify_error();
+  EXPECT_HAS(msg, "shard-000002.h5");
+  EXPECT_HAS(msg, "bytes");
+}
+
+TEST_F(VerifyOutput, FailsOnNanInHiddenStates) {
+  build_good(/*nan_at=*/2);
+  const std::string msg = verify_error();
+  EXPECT_HAS(msg, "shard-000001.h5");
+  EXPECT_HAS(msg, "00000002");
+  EXPECT_HAS(msg, "hidden_states");
+  EXPECT_HAS(msg, "non-finite");
+}
+
+TEST_F(VerifyOutput, FailsOnSampleInTwoShards) {
+  m_.complete = false;
+  m_.shards.push_back(write_shard(dir_.path(), fp_, 0, {0, 1}));
+  m_.shards.push_back(write_shard(dir_.path(), fp_, 1, {1, 2}));
+  e3::io::write_manifest(dir_.path(), m_);
+  const std::string msg = verify_error();
+  EXPECT_HAS(msg, "00000001");
+  EXPECT_HAS(msg, "twice");
+  EXPECT_HAS(msg, "shard-000000.h5");
+  EXPECT_HAS(msg, "shard-000001.h5");
+}
+
+TEST_F(VerifyOutput, FailsOnStrayShardNotInManifest) {
+  build_good();
+  write_shard(dir_.path(), fp_, 9, {0});
+  const std::string msg = verify_error();
+  EXPECT_HAS(msg, "shard-000009.h5");
+  EXPECT_HAS(msg, "does not list");
+}
+
+TEST_F(VerifyOutput, FailsWithoutManifest) {
+  write_shard(dir_.path(), fp_, 0, {0, 1});
+  const std::string msg = verify_error();
+  EXPECT_HAS(msg, "manifest.json");
+}
+
+TEST_F(VerifyOutput, FailsOnUnreadableManifest) {
+  build_good();
+  e3::test::write_text(dir_ / "manifest.json", "{truncated");
+  const std::string msg = verify_error();
+  EXPECT_HAS(msg, "manifest.json");
+}
+
+TEST_F(VerifyOutput, FailsWhenCompleteButASampleIsUnaccounted) {
+  // Sample 3 neither stored nor skipped: the counts no longer add up.
+  m_.skipped.clear();
+  build_good();
+  const std::string msg = verify_error();
+  EXPECT_HAS(msg, "complete");
+}
+
+TEST_F(VerifyOutput, FailsWhenCompleteAndCountsMatchButAnIndexIsUnaccounted) {
+  // The counts add up (4 stored + 1 skipped = 5) but the skip names a sample past the input,
+  // so sample 3 is still neither stored nor skipped.
+  m_.skipped = {{7, 9, "bogus"}};
+  build_good();
+  const std::string msg = verify_error();
+  EXPECT_HAS(msg, "00000003");
+  EXPECT_HAS(msg, "neither stored nor listed as skipped");
+}
+
+TEST_F(VerifyOutput, FailsWhenASkippedSampleIsStored) {
+  m_.skipped = {{2, 3, "too long"}};
+  m_.num_samples = 5;
+  build_good();
+  const std::string msg = verify_error();
+  EXPECT_HAS(msg, "00000002");
+  EXPECT_HAS(msg, "skipped");
+}
+
+TEST_F(VerifyOutput, FailsOnFingerprintMismatchWithShardAttributes) {
+  m_.shards.push_back(write_shard(dir_.path(), fp_, 0, {0, 1}));
+  m_.complete = false;
+  m_.fingerprint.layer_ids = {0, 1};  // the shard says [0, 2]
+  e3::io::write_manifest(dir_.path(), m_);
+  const std::string msg = verify_error();
+  EXPECT_HAS(msg, "layer_ids");
+}
+
+TEST_F(VerifyOutput, FailsOnANonDirectory) {
+  const std::string msg = [&] {
+    try {
+      e3::io::verify_output(dir_ / "nope");
+    } catch (const e3::Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Verify);
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "verify passed";
+    return std::string();
+  }();
+  EXPECT_HAS(msg, "nope");
+}
+
+}  // namespace

@@ -1,0 +1,190 @@
+// The work plan must be a pure function of the input and the settings: a resumed run plans
+// the same shards, skips the committed ones, and counts only samples that will be written.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "io/dataset.h"
+#include "jobs/plan.h"
+#include "kernels/error.h"
+#include "support/test_support.h"
+
+namespace {
+
+using e3::io::Dataset;
+using e3::io::DatasetOptions;
+using e3::io::OnLong;
+using e3::jobs::ShardPlan;
+using e3::jobs::WorkPlan;
+
+// Token counts of the samples; with max_seq_len 4, samples 1 (5 tokens) and 5 (6 tokens) are
+// too long. A blank line sits between samples 3 and 4: it is not a sample.
+const std::vector<int> kLengths{2, 5, 3, 1, 4, 6, 2};
+
+Dataset open_dataset(const e3::test::TempDir& dir, OnLong on_long = OnLong::Skip,
+                     const std::vector<int>& lengths = kLengths) {
+  std::string text;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    text += "{\"id\": \"s" + std::to_string(i) + "\", \"input_ids\": [";
+    for (int t = 0; t < lengths[i]; ++t) text += (t ? ", " : "") + std::to_string(t + 1);
+    text += "]}\n";
+    if (i == 3) text += "\n";
+  }
+  e3::test::write_text(dir / "data.jsonl", text);
+  DatasetOptions opts;
+  opts.vocab_size = 100;
+  opts.max_seq_len = 4;
+  opts.on_long = on_long;
+  return Dataset::open(dir / "data.jsonl", opts);
+}
+
+std::vector<int64_t> indices(const std::vector<const ShardPlan*>& shards) {
+  std::vector<int64_t> out;
+  for (const ShardPlan* s : shards) out.push_back(s->index);
+  return out;
+}
+
+TEST(PlanShards, RangesCoverTheInputInOrder) {
+  e3::test::TempDir dir;
+  const Dataset data = open_dataset(dir);
+  ASSERT_EQ(data.samples().size(), kLengths.size());
+  const WorkPlan plan = e3::jobs::make_plan(data, 3, 1, {});
+  ASSERT_EQ(plan.shards.size(), 3u);
+  const int64_t first[] = {0, 3, 6}, end[] = {3, 6, 7};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(plan.shards[i].index, static_cast<int64_t>(i));
+    EXPECT_EQ(plan.shards[i].first_sample, first[i]) << i;
+    EXPECT_EQ(plan.shards[i].end_sample, end[i]) << i;
+    EXPECT_FALSE(plan.shards[i].committed);
+  }
+}
+
+TEST(PlanShards, SkippedSamplesAreNotCounted) {
+  e3::test::TempDir dir;
+  const WorkPlan plan = e3::jobs::make_plan(open_dataset(dir), 3, 1, {});
+  // Shard 0: samples 0, 1 (skipped), 2. Shard 1: 3, 4, 5 (skipped). Shard 2: 6.
+  EXPECT_EQ(plan.shards[0].samples_to_write, 2);
+  EXPECT_EQ(plan.shards[0].tokens_to_write, 2 + 3);
+  EXPECT_EQ(plan.shards[1].samples_to_write, 2);
+  EXPECT_EQ(plan.shards[1].tokens_to_write, 1 + 4);
+  EXPECT_EQ(plan.shards[2].samples_to_write, 1);
+  EXPECT_EQ(plan.shards[2].tokens_to_write, 2);
+  EXPECT_EQ(plan.samples_pending, 5);
+  EXPECT_EQ(plan.tokens_pending, 12);
+  EXPECT_EQ(plan.samples_committed, 0);
+}
+
+TEST(PlanShards, TruncatedSamplesCountTheirTruncatedTokens) {
+  e3::test::TempDir dir;
+  const WorkPlan plan = e3::jobs::make_plan(open_dataset(dir, OnLong::Truncate), 3, 1, {});
+  EXPECT_EQ(plan.shards[0].samples_to_write, 3);
+  EXPECT_EQ(plan.shards[0].tokens_to_write, 2 + 4 + 3);
+  EXPECT_EQ(plan.shards[1].tokens_to_write, 1 + 4 + 4);
+  EXPECT_EQ(plan.samples_pending, 7);
+  EXPECT_EQ(plan.tokens_pending, 9 + 9 + 2);
+}
+
+TEST(PlanShards, ShardOfOnlySkippedSamplesStillExists) {
+  // The shard keeps its place, so shard indices stay a function of sample indices alone.
+  e3::test::TempDir dir;
+  const WorkPlan plan = e3::jobs::make_plan(open_dataset(dir, OnLong::Skip, {2, 9, 9, 1}), 1, 1, {});
+  ASSERT_EQ(plan.shards.size(), 4u);
+  EXPECT_EQ(plan.shards[1].samples_to_write, 0);
+  EXPECT_EQ(plan.shards[1].tokens_to_write, 0);
+  EXPECT_EQ(plan.samples_pending, 2);
+}
+
+TEST(PlanShards, OneShardWhenPerShardExceedsInput) {
+  e3::test::TempDir dir;
+  const WorkPlan plan = e3::jobs::make_plan(open_dataset(dir), 100, 4, {});
+  ASSERT_EQ(plan.shards.size(), 1u);
+  EXPECT_EQ(plan.shards[0].first_sample, 0);
+  EXPECT_EQ(plan.shards[0].end_sample, 7);
+  EXPECT_EQ(indices(plan.pending_for(0)), std::vector<int64_t>{0});
+  for (int g = 1; g < 4; ++g) EXPECT_TRUE(plan.pending_for(g).empty()) << g;
+}
+
+TEST(PlanShards, EmptyInputPlansNothing) {
+  e3::test::TempDir dir;
+  e3::test::write_text(dir / "data.jsonl", "\n  \n");
+  DatasetOptions opts;
+  opts.vocab_size = 10;
+  opts.max_seq_len = 4;
+  const WorkPlan plan = e3::jobs::make_plan(Dataset::open(dir / "data.jsonl", opts), 2, 2, {});
+  EXPECT_TRUE(plan.shards.empty());
+  EXPECT_EQ(plan.samples_pending, 0);
+  EXPECT_TRUE(plan.pending_for(0).empty());
+}
+
+TEST(PlanDp, ShardsGoRoundRobin) {
+  e3::test::TempDir dir;
+  const WorkPlan plan = e3::jobs::make_plan(open_dataset(dir), 2, 3, {});
+  ASSERT_EQ(plan.shards.size(), 4u);
+  const int groups[] = {0, 1, 2, 0};
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(plan.shards[i].dp_group, groups[i]) << i;
+  EXPECT_EQ(indices(plan.pending_for(0)), (std::vector<int64_t>{0, 3}));
+  EXPECT_EQ(indices(plan.pending_for(1)), std::vector<int64_t>{1});
+  EXPECT_EQ(indices(plan.pending_for(2)), std::vector<int64_t>{2});
+  EXPECT_TRUE(plan.pending_for(3).empty());
+}
+
+TEST(PlanDp, SingleGroupGetsEveryShard) {
+  e3::test::TempDir dir;
+  const WorkPlan plan = e3::jobs::make_plan(open_dataset(dir), 2, 1, {});
+  EXPECT_EQ(indices(plan.pending_for(0)), (std::vector<int64_t>{0, 1, 2, 3}));
+}
+
+TEST(PlanResume, CommittedShardsAreExcluded) {
+  e3::test::TempDir dir;
+  const Dataset data = open_dataset(dir);
+  const WorkPlan fresh = e3::jobs::make_plan(data, 3, 2, {});
+  const WorkPlan plan = e3::jobs::make_plan(data, 3, 2, {0});
+  // Same shards and assignment as a fresh plan; only the committed flag and totals differ.
+  ASSERT_EQ(plan.shards.size(), fresh.shards.size());
+  for (size_t i = 0; i < plan.shards.size(); ++i) {
+    EXPECT_EQ(plan.shards[i].first_sample, fresh.shards[i].first_sample);
+    EXPECT_EQ(plan.shards[i].end_sample, fresh.shards[i].end_sample);
+    EXPECT_EQ(plan.shards[i].dp_group, fresh.shards[i].dp_group);
+    EXPECT_EQ(plan.shards[i].committed, i == 0);
+  }
+  EXPECT_EQ(indices(fresh.pending_for(0)), (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(indices(plan.pending_for(0)), std::vector<int64_t>{2});
+  EXPECT_EQ(indices(plan.pending_for(1)), std::vector<int64_t>{1});
+  EXPECT_EQ(plan.samples_committed, 2);
+  EXPECT_EQ(plan.samples_pending, 3);
+  EXPECT_EQ(plan.tokens_pending, 5 + 2);
+}
+
+TEST(PlanResume, EverythingCommittedLeavesNoWork) {
+  e3::test::TempDir dir;
+  const WorkPlan plan = e3::jobs::make_plan(open_dataset(dir), 3, 2, {0, 1, 2});
+  EXPECT_TRUE(plan.pending_for(0).empty());
+  EXPECT_TRUE(plan.pending_for(1).empty());
+  EXPECT_EQ(plan.samples_pending, 0);
+  EXPECT_EQ(plan.tokens_pending, 0);
+  EXPECT_EQ(plan.samples_committed, 5);
+}
+
+TEST(PlanResume, UnknownCommittedIndicesAreIgnored) {
+  e3::test::TempDir dir;
+  const WorkPlan plan = e3::jobs::make_plan(open_dataset(dir), 3, 1, {7, 42});
+  for (const ShardPlan& s : plan.shards) EXPECT_FALSE(s.committed) << s.index;
+  EXPECT_EQ(plan.samples_pending, 5);
+}
+
+TEST(PlanErrors, RejectsNonPositiveParameters) {
+  e3::test::TempDir dir;
+  const Dataset data = open_dataset(dir);
+  for (auto [per_shard, dp] : {std::pair<int64_t, int>{0, 1}, {3, 0}, {-1, 2}}) {
+    try {
+      e3::jobs::make_plan(data, per_shard, dp, {});
+      ADD_FAILURE() << per_shard << " per shard, dp " << dp << ": expected an error";
+    } catch (const e3::Error& e) {
+      EXPECT_EQ(e.kind(), e3::ErrorKind::Internal);
+    }
+  }
+}
+
+}  // namespace

@@ -30,20 +30,8 @@ using nlohmann::json;
 
 const std::filesystem::path kSource = "/models/test/config.json";
 
-template <typename F>
-std::optional<e3::Error> error_of(F&& f) {
-  try {
-    f();
-  } catch (const e3::Error& e) {
-    return e;
-  }
-  return std::nullopt;
-}
-
-::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
-}
+using e3::test::Contains;
+using e3::test::error_of;
 
 // Expects parsing `doc` to fail with a model error that names the config file and `part`.
 void expect_config_error(const json& doc, const std::string& part) {

@@ -20,20 +20,8 @@ using e3::io::SampleRecord;
 using e3::test::TempDir;
 using e3::test::write_text;
 
-template <typename F>
-std::optional<e3::Error> error_of(F&& f) {
-  try {
-    f();
-  } catch (const e3::Error& e) {
-    return e;
-  }
-  return std::nullopt;
-}
-
-::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
-}
+using e3::test::Contains;
+using e3::test::error_of;
 
 DatasetOptions options(int64_t vocab = 100, int64_t max_seq_len = 1000, OnLong on_long = OnLong::Skip) {
   DatasetOptions o;

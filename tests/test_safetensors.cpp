@@ -31,21 +31,8 @@ using e3::test::write_raw_safetensors;
 using e3::test::write_safetensors;
 using e3::test::write_text;
 
-// Runs `f` and returns the e3::Error it threw, or nothing if it threw none.
-template <typename F>
-std::optional<e3::Error> error_of(F&& f) {
-  try {
-    f();
-  } catch (const e3::Error& e) {
-    return e;
-  }
-  return std::nullopt;
-}
-
-::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
-}
+using e3::test::Contains;
+using e3::test::error_of;
 
 std::string shape_header(const std::string& name, const std::string& dtype, const std::string& shape,
                          uint64_t begin, uint64_t end) {

@@ -2,10 +2,15 @@
 // of the golden cases kept in the repository.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "kernels/error.h"
 
 namespace e3::test {
 
@@ -45,5 +50,21 @@ std::filesystem::path golden_case(const std::string& name);
 
 // Deterministic pseudo-random floats in [-1, 1).
 std::vector<float> random_floats(size_t n, uint64_t seed);
+
+// Runs `f` and returns the e3::Error it threw, or nothing if it threw none.
+template <typename F>
+std::optional<e3::Error> error_of(F&& f) {
+  try {
+    f();
+  } catch (const e3::Error& e) {
+    return e;
+  }
+  return std::nullopt;
+}
+
+inline ::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
+}
 
 }  // namespace e3::test

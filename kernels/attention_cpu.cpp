@@ -68,3 +68,32 @@ void attention(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& 
 }
 
 }  // namespace e3::kernels::cpu
+
+namespace e3::kernels::cpu {
+
+void mla_expand_kv(Tensor kv, Tensor k_rot, int heads, int nope_dim, int v_dim, Tensor k, Tensor v) {
+  require_f32(kv, "mla kv");
+  require_f32(k_rot, "mla k_rot");
+  require_f32(k, "mla k");
+  require_f32(v, "mla v");
+  const int64_t rope = k_rot.cols, qk = nope_dim + rope;
+  E3_REQUIRE(kv.cols == int64_t{heads} * (nope_dim + v_dim) && k.cols == heads * qk && v.cols == int64_t{heads} * v_dim &&
+                 k_rot.rows == kv.rows && k.rows == kv.rows && v.rows == kv.rows,
+             ErrorKind::Internal, "mla_expand_kv: kv {} k_rot {} k {} v {} heads {} nope {} v {}", kv.shape_str(),
+             k_rot.shape_str(), k.shape_str(), v.shape_str(), heads, nope_dim, v_dim);
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < kv.rows; ++t) {
+    const float* src = kv.as<float>() + t * kv.stride;
+    const float* rot = k_rot.as<float>() + t * k_rot.stride;
+    float* kd = k.as<float>() + t * k.stride;
+    float* vd = v.as<float>() + t * v.stride;
+    for (int h = 0; h < heads; ++h) {
+      const float* head = src + int64_t{h} * (nope_dim + v_dim);
+      std::copy(head, head + nope_dim, kd + h * qk);
+      std::copy(rot, rot + rope, kd + h * qk + nope_dim);
+      std::copy(head + nope_dim, head + nope_dim + v_dim, vd + int64_t{h} * v_dim);
+    }
+  }
+}
+
+}  // namespace e3::kernels::cpu

@@ -44,6 +44,35 @@ struct AttentionParams {
   int64_t sliding_window = 0;  // 0: full causal; else key j is visible from query i iff i - j < window
 };
 
+enum class RouterScoring { Softmax, Sigmoid };
+// greedy: top-k of the scores. group_limited_greedy (DeepSeek-V2): groups ranked by their best
+// score, experts of the other groups dropped. noaux_tc (DeepSeek-V3): choice = score +
+// correction bias, groups ranked by the sum of their two best choices; the weights are the
+// scores without the bias.
+enum class RouterSelect { Greedy, GroupLimitedGreedy, NoAuxTc };
+
+struct RouterParams {
+  int num_experts = 0;
+  int top_k = 0;
+  int n_group = 1;
+  int topk_group = 1;
+  RouterScoring scoring = RouterScoring::Softmax;
+  RouterSelect select = RouterSelect::Greedy;
+  bool norm_topk_prob = false;         // weights divided by their sum (+1e-20)
+  float routed_scaling_factor = 1.0f;  // then multiplied by this
+};
+
+// The routed experts one rank owns in one MoE layer, stacked: local expert e is rows
+// [e*I, (e+1)*I) of gate and up and rows [e*H, (e+1)*H) of down.
+struct ExpertStack {
+  Tensor gate;  // [num_experts * I, H]
+  Tensor up;    // [num_experts * I, H]
+  Tensor down;  // [num_experts * H, I]
+  int first_expert = 0;  // global id of local expert 0
+  int num_experts = 0;
+  int64_t intermediate = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -81,6 +110,20 @@ class Backend {
                          const SequenceLayout& seqs) = 0;
   // out = silu(gate) * up, elementwise.
   virtual void silu_mul(Tensor gate, Tensor up, Tensor out) = 0;
+
+  // MoE router: logits [tokens, E] fp32 -> topk_ids [tokens, k] int32 and topk_weights
+  // [tokens, k] fp32. correction_bias [1, E] fp32 is used by noaux_tc only (may be null).
+  // Ties go to the lower expert id.
+  virtual void moe_route(Tensor logits, const Tensor* correction_bias, const RouterParams& p, Tensor topk_ids,
+                         Tensor topk_weights) = 0;
+  // out [tokens, H] = sum over the (token, slot) pairs routed to this rank's experts of
+  // weight * down(silu(gate(x)) * up(x)). out is overwritten.
+  virtual void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& experts,
+                           Tensor out) = 0;
+  // MLA: kv [tokens, heads * (nope + v)] per head [k_nope | v], and the shared rotated key
+  // k_rot [tokens, rope] -> k [tokens, heads * (nope + rope)] per head [k_nope | k_rot], and
+  // v [tokens, heads * v].
+  virtual void mla_expand_kv(Tensor kv, Tensor k_rot, int heads, int nope_dim, int v_dim, Tensor k, Tensor v) = 0;
 };
 
 // Threads: 0 means "choose from the cores available to this process".

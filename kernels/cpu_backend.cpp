@@ -69,10 +69,20 @@ class CpuBackend final : public Backend {
     cpu::attention(q, k, v, out, p, seqs, attention_scratch_);
   }
   void silu_mul(Tensor gate, Tensor up, Tensor out) override { cpu::silu_mul(gate, up, out); }
+  void moe_route(Tensor logits, const Tensor* bias, const RouterParams& p, Tensor ids, Tensor weights) override {
+    cpu::moe_route(logits, bias, p, ids, weights);
+  }
+  void moe_experts(Tensor x, Tensor ids, Tensor weights, const ExpertStack& experts, Tensor out) override {
+    cpu::moe_experts(x, ids, weights, experts, out, moe_scratch_);
+  }
+  void mla_expand_kv(Tensor kv, Tensor k_rot, int heads, int nope_dim, int v_dim, Tensor k, Tensor v) override {
+    cpu::mla_expand_kv(kv, k_rot, heads, nope_dim, v_dim, k, v);
+  }
 
  private:
   int threads_;
   std::vector<float> attention_scratch_;
+  std::vector<float> moe_scratch_;
 };
 
 }  // namespace

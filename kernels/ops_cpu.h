@@ -19,6 +19,13 @@ void rope(Tensor x, const RopeParams& p, const RopeTable& table, const SequenceL
 void attention(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& p,
                const SequenceLayout& seqs, std::vector<float>& scratch);  // attention_cpu.cpp
 
+void moe_route(Tensor logits, const Tensor* correction_bias, const RouterParams& p, Tensor topk_ids,
+               Tensor topk_weights);                                     // moe_cpu.cpp
+// `scratch` holds gathered rows and expert activations; it grows on first use only.
+void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& experts, Tensor out,
+                 std::vector<float>& scratch);                           // moe_cpu.cpp
+void mla_expand_kv(Tensor kv, Tensor k_rot, int heads, int nope_dim, int v_dim, Tensor k, Tensor v);  // attention_cpu.cpp
+
 // Shape checks shared by the implementations.
 void require_f32(const Tensor& t, const char* what);
 void require_same_shape(const Tensor& a, const Tensor& b, const char* what);

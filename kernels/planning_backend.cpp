@@ -26,6 +26,9 @@ class PlanningBackend final : public Backend {
     refuse();
   }
   void silu_mul(Tensor, Tensor, Tensor) override { refuse(); }
+  void moe_route(Tensor, const Tensor*, const RouterParams&, Tensor, Tensor) override { refuse(); }
+  void moe_experts(Tensor, Tensor, Tensor, const ExpertStack&, Tensor) override { refuse(); }
+  void mla_expand_kv(Tensor, Tensor, int, int, int, Tensor, Tensor) override { refuse(); }
 
  private:
   [[noreturn]] static void refuse() { E3_THROW(ErrorKind::Internal, "the planning backend cannot compute"); }

@@ -1,5 +1,6 @@
-// Llama, Mistral, Qwen2 and Qwen3: one tensor-name table, GQA attention and a SwiGLU MLP.
-// The differences are flags of the config (biases, q/k norm, sliding window, head_dim).
+// Llama, Mistral, Qwen2, Qwen3 and Qwen3-MoE: one tensor-name table, GQA attention and a
+// SwiGLU MLP or (Qwen3-MoE) routed experts. The differences are flags of the config (biases,
+// q/k norm, sliding window, head_dim, which layers are MoE).
 #include <fmt/format.h>
 
 #include "model/decoder.h"
@@ -22,6 +23,8 @@ struct LlamaNames {
   static constexpr const char* gate = "model.layers.{}.mlp.gate_proj";
   static constexpr const char* up = "model.layers.{}.mlp.up_proj";
   static constexpr const char* down = "model.layers.{}.mlp.down_proj";
+  static constexpr const char* router = "model.layers.{}.mlp.gate.weight";
+  static constexpr const char* experts = "model.layers.{}.mlp.experts.{{}}";  // then the expert id
 };
 
 std::string at(const char* pattern, int64_t layer) { return fmt::format(fmt::runtime(pattern), layer); }
@@ -53,13 +56,40 @@ DecoderParts build_llama_family(const ModelConfig& c, TpSlice tp, WeightLoader& 
     GqaNames gn{at(N::q, l), at(N::k, l), at(N::v, l), at(N::o, l), at(N::q_norm, l), at(N::k_norm, l)};
     layer.attention = make_gqa_attention(gs, gn, tp, loader, parts.needs);
 
-    MlpShape ms{H, c.intermediate_size, c.mlp_bias};
-    MlpNames mn{at(N::gate, l), at(N::up, l), at(N::down, l)};
-    layer.ffn = make_swiglu_mlp(ms, mn, tp, loader, parts.needs);
+    if (c.moe.num_experts > 0 && c.moe.layer_is_moe[static_cast<size_t>(l)]) {
+      MoeShape ms;
+      ms.hidden = H;
+      ms.num_experts = c.moe.num_experts;
+      ms.intermediate = c.moe.moe_intermediate_size;
+      ms.router = router_params(c.moe);
+      MoeNames mn;
+      mn.gate = at(N::router, l);
+      mn.expert = at(N::experts, l);
+      layer.ffn = make_moe(ms, mn, tp, loader, parts.needs);
+    } else {
+      MlpShape ms{H, c.intermediate_size, c.mlp_bias};
+      MlpNames mn{at(N::gate, l), at(N::up, l), at(N::down, l)};
+      layer.ffn = make_swiglu_mlp(ms, mn, tp, loader, parts.needs);
+    }
     parts.layers.push_back(std::move(layer));
   }
   parts.final_norm = loader.load(WeightSpec::replicated(N::final_norm, {H}));
   return parts;
+}
+
+kernels::RouterParams router_params(const MoeConfig& moe) {
+  kernels::RouterParams p;
+  p.num_experts = static_cast<int>(moe.num_experts);
+  p.top_k = static_cast<int>(moe.experts_per_token);
+  p.n_group = static_cast<int>(moe.n_group);
+  p.topk_group = static_cast<int>(moe.topk_group);
+  p.scoring = moe.scoring == "sigmoid" ? kernels::RouterScoring::Sigmoid : kernels::RouterScoring::Softmax;
+  p.select = moe.topk_method == "noaux_tc"               ? kernels::RouterSelect::NoAuxTc
+             : moe.topk_method == "group_limited_greedy" ? kernels::RouterSelect::GroupLimitedGreedy
+                                                         : kernels::RouterSelect::Greedy;
+  p.norm_topk_prob = moe.norm_topk_prob;
+  p.routed_scaling_factor = static_cast<float>(moe.routed_scaling_factor);
+  return p;
 }
 
 }  // namespace e3::model

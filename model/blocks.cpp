@@ -3,33 +3,33 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "kernels/error.h"
 
 namespace e3::model {
 
+using kernels::DType;
 using kernels::Tensor;
 
-size_t Workspace::bytes() const {
-  size_t n = 0;
-  for (const kernels::DeviceBuffer* b : {&ids, &positions, &cu_seqlens, &residual, &normed, &partial, &q, &k, &v,
-                                         &attn_out, &gate, &up})
-    n += b->bytes();
-  return n;
+void WorkspaceNeeds::need(Scratch s, int64_t cols, DType dtype) {
+  size_t& b = bytes_per_token[static_cast<size_t>(s)];
+  b = std::max(b, static_cast<size_t>(cols) * kernels::dtype_size(dtype));
 }
 
-void WorkspaceNeeds::merge(const WorkspaceNeeds& o) {
-  q_cols = std::max(q_cols, o.q_cols);
-  k_cols = std::max(k_cols, o.k_cols);
-  v_cols = std::max(v_cols, o.v_cols);
-  attn_cols = std::max(attn_cols, o.attn_cols);
-  mlp_cols = std::max(mlp_cols, o.mlp_cols);
+size_t Workspace::bytes() const {
+  size_t n = ids.bytes() + positions.bytes() + cu_seqlens.bytes() + residual.bytes() + normed.bytes() + partial.bytes();
+  for (const kernels::DeviceBuffer& b : scratch) n += b.bytes();
+  return n;
 }
 
 namespace {
 
 class GqaAttention final : public AttentionBlock {
  public:
-  GqaAttention(const GqaShape& shape, const GqaNames& names, TpSlice tp, WeightLoader& loader) : s_(shape) {
+  GqaAttention(const GqaShape& shape, const GqaNames& names, TpSlice tp, WeightLoader& loader, WorkspaceNeeds& needs,
+               DType dt)
+      : s_(shape) {
     const int64_t H = s_.hidden, hd = s_.head_dim;
     heads_ = s_.num_heads / tp.size;
     // With fewer KV heads than ranks each rank keeps the one KV head its Q heads read.
@@ -57,23 +57,20 @@ class GqaAttention final : public AttentionBlock {
       q_norm_ = loader.load(WeightSpec::replicated(names.q_norm, {hd}));
       k_norm_ = loader.load(WeightSpec::replicated(names.k_norm, {hd}));
     }
-  }
-
-  WorkspaceNeeds needs() const {
-    WorkspaceNeeds n;
-    n.q_cols = n.attn_cols = heads_ * s_.head_dim;
-    n.k_cols = n.v_cols = kv_heads_ * s_.head_dim;
-    return n;
+    needs.need(Scratch::Q, heads_ * hd, dt);
+    needs.need(Scratch::AttnOut, heads_ * hd, dt);
+    needs.need(Scratch::K, kv_heads_ * hd, dt);
+    needs.need(Scratch::V, kv_heads_ * hd, dt);
   }
 
   void forward(Tensor normed, Tensor out, StepContext& ctx) override {
     kernels::Backend& be = ctx.backend;
-    const kernels::DType dt = normed.dtype;
+    const DType dt = normed.dtype;
     const int64_t M = ctx.tokens, hd = s_.head_dim;
-    Tensor q = ctx.ws.q.view(dt, M, heads_ * hd);
-    Tensor k = ctx.ws.k.view(dt, M, kv_heads_ * hd);
-    Tensor v = ctx.ws.v.view(dt, M, kv_heads_ * hd);
-    Tensor o = ctx.ws.attn_out.view(dt, M, heads_ * hd);
+    Tensor q = ctx.ws.view(Scratch::Q, dt, M, heads_ * hd);
+    Tensor k = ctx.ws.view(Scratch::K, dt, M, kv_heads_ * hd);
+    Tensor v = ctx.ws.view(Scratch::V, dt, M, kv_heads_ * hd);
+    Tensor o = ctx.ws.view(Scratch::AttnOut, dt, M, heads_ * hd);
     be.linear(normed, q_proj_, s_.qkv_bias ? &q_bias_ : nullptr, q);
     be.linear(normed, k_proj_, s_.qkv_bias ? &k_bias_ : nullptr, k);
     be.linear(normed, v_proj_, s_.qkv_bias ? &v_bias_ : nullptr, v);
@@ -110,9 +107,105 @@ class GqaAttention final : public AttentionBlock {
   Tensor k_norm_;   // [1, head_dim]
 };
 
+class MlaAttention final : public AttentionBlock {
+ public:
+  MlaAttention(const MlaShape& shape, const MlaNames& names, TpSlice tp, WeightLoader& loader, WorkspaceNeeds& needs,
+               DType dt)
+      : s_(shape) {
+    const int64_t H = s_.hidden, qk = s_.nope_dim + s_.rope_dim;
+    heads_ = s_.num_heads / tp.size;
+    const int64_t h0 = tp.rank * heads_;
+    const int64_t kv_a_rows = s_.kv_lora_rank + s_.rope_dim;
+    if (s_.q_lora_rank > 0) {
+      q_a_ = loader.load(WeightSpec::replicated(names.q_a + ".weight", {s_.q_lora_rank, H}));
+      if (s_.bias) q_a_bias_ = loader.load(WeightSpec::replicated(names.q_a + ".bias", {s_.q_lora_rank}));
+      q_a_norm_ = loader.load(WeightSpec::replicated(names.q_a_norm + ".weight", {s_.q_lora_rank}));
+      q_b_ = loader.load(
+          WeightSpec::row_block(names.q_b + ".weight", {s_.num_heads * qk, s_.q_lora_rank}, h0 * qk, heads_ * qk));
+      needs.need(Scratch::QLatent, s_.q_lora_rank, dt);
+    } else {
+      q_b_ = loader.load(WeightSpec::row_block(names.q + ".weight", {s_.num_heads * qk, H}, h0 * qk, heads_ * qk));
+    }
+    kv_a_ = loader.load(WeightSpec::replicated(names.kv_a + ".weight", {kv_a_rows, H}));
+    if (s_.bias) kv_a_bias_ = loader.load(WeightSpec::replicated(names.kv_a + ".bias", {kv_a_rows}));
+    kv_a_norm_ = loader.load(WeightSpec::replicated(names.kv_a_norm + ".weight", {s_.kv_lora_rank}));
+    const int64_t kv_b_per_head = s_.nope_dim + s_.v_dim;
+    kv_b_ = loader.load(WeightSpec::row_block(names.kv_b + ".weight", {s_.num_heads * kv_b_per_head, s_.kv_lora_rank},
+                                              h0 * kv_b_per_head, heads_ * kv_b_per_head));
+    o_ = loader.load(WeightSpec::col_block(names.o + ".weight", {H, s_.num_heads * s_.v_dim}, h0 * s_.v_dim,
+                                           heads_ * s_.v_dim));
+    if (s_.bias) {
+      Tensor b = loader.load(WeightSpec::replicated(names.o + ".bias", {H}));
+      if (tp.rank == 0) o_bias_ = b;
+    }
+    needs.need(Scratch::KvCompressed, kv_a_rows, dt);
+    needs.need(Scratch::KvLatent, s_.kv_lora_rank, dt);
+    needs.need(Scratch::KvExpanded, heads_ * kv_b_per_head, dt);
+    needs.need(Scratch::Q, heads_ * qk, dt);
+    needs.need(Scratch::K, heads_ * qk, dt);
+    needs.need(Scratch::V, heads_ * s_.v_dim, dt);
+    needs.need(Scratch::AttnOut, heads_ * s_.v_dim, dt);
+  }
+
+  void forward(Tensor normed, Tensor out, StepContext& ctx) override {
+    kernels::Backend& be = ctx.backend;
+    const DType dt = normed.dtype;
+    const int64_t M = ctx.tokens, qk = s_.nope_dim + s_.rope_dim;
+    const int heads = static_cast<int>(heads_);
+    Tensor q = ctx.ws.view(Scratch::Q, dt, M, heads_ * qk);
+    if (s_.q_lora_rank > 0) {
+      Tensor q_lat = ctx.ws.view(Scratch::QLatent, dt, M, s_.q_lora_rank);
+      be.linear(normed, q_a_, s_.bias ? &q_a_bias_ : nullptr, q_lat);
+      be.rmsnorm(q_lat, q_a_norm_, s_.lora_norm_eps, q_lat);
+      be.linear(q_lat, q_b_, nullptr, q);
+    } else {
+      be.linear(normed, q_b_, nullptr, q);
+    }
+    Tensor ckv = ctx.ws.view(Scratch::KvCompressed, dt, M, s_.kv_lora_rank + s_.rope_dim);
+    be.linear(normed, kv_a_, s_.bias ? &kv_a_bias_ : nullptr, ckv);
+    Tensor kv_lat = ctx.ws.view(Scratch::KvLatent, dt, M, s_.kv_lora_rank);
+    be.rmsnorm(ckv.col_slice(0, s_.kv_lora_rank), kv_a_norm_, s_.lora_norm_eps, kv_lat);
+    Tensor k_rot = ckv.col_slice(s_.kv_lora_rank, s_.rope_dim);
+    const int rope = static_cast<int>(s_.rope_dim);
+    be.rope(k_rot, {1, rope, 0, rope, s_.interleaved}, ctx.rope, ctx.seqs);
+    be.rope(q, {heads, static_cast<int>(qk), static_cast<int>(s_.nope_dim), rope, s_.interleaved}, ctx.rope, ctx.seqs);
+
+    Tensor kv = ctx.ws.view(Scratch::KvExpanded, dt, M, heads_ * (s_.nope_dim + s_.v_dim));
+    be.linear(kv_lat, kv_b_, nullptr, kv);
+    Tensor k = ctx.ws.view(Scratch::K, dt, M, heads_ * qk);
+    Tensor v = ctx.ws.view(Scratch::V, dt, M, heads_ * s_.v_dim);
+    be.mla_expand_kv(kv, k_rot, heads, static_cast<int>(s_.nope_dim), static_cast<int>(s_.v_dim), k, v);
+
+    Tensor o = ctx.ws.view(Scratch::AttnOut, dt, M, heads_ * s_.v_dim);
+    kernels::AttentionParams ap;
+    ap.num_q_heads = ap.num_kv_heads = heads;
+    ap.qk_head_dim = static_cast<int>(qk);
+    ap.v_head_dim = static_cast<int>(s_.v_dim);
+    ap.scale = s_.scale;
+    be.attention(q, k, v, o, ap, ctx.seqs);
+    be.linear(o, o_, o_bias_.data ? &o_bias_ : nullptr, out);
+  }
+
+ private:
+  MlaShape s_;
+  int64_t heads_ = 0;
+  Tensor q_a_;        // [q_lora_rank, H], replicated
+  Tensor q_a_bias_;   // [1, q_lora_rank]
+  Tensor q_a_norm_;   // [1, q_lora_rank]
+  Tensor q_b_;        // [heads * (nope + rope), q_lora_rank], or q_proj [heads * (nope + rope), H]
+  Tensor kv_a_;       // [kv_lora_rank + rope, H], replicated
+  Tensor kv_a_bias_;  // [1, kv_lora_rank + rope]
+  Tensor kv_a_norm_;  // [1, kv_lora_rank]
+  Tensor kv_b_;       // [heads * (nope + v), kv_lora_rank]
+  Tensor o_;          // [H, heads * v]
+  Tensor o_bias_;     // [1, H], TP rank 0 only
+};
+
 class SwigluMlp final : public FfnBlock {
  public:
-  SwigluMlp(const MlpShape& shape, const MlpNames& names, TpSlice tp, WeightLoader& loader) : s_(shape) {
+  SwigluMlp(const MlpShape& shape, const MlpNames& names, TpSlice tp, WeightLoader& loader, WorkspaceNeeds& needs,
+            DType dt)
+      : s_(shape) {
     const int64_t H = s_.hidden, I = s_.intermediate;
     local_ = I / tp.size;
     const int64_t begin = tp.rank * local_;
@@ -125,18 +218,14 @@ class SwigluMlp final : public FfnBlock {
       Tensor b = loader.load(WeightSpec::replicated(names.down + ".bias", {H}));
       if (tp.rank == 0) down_bias_ = b;
     }
-  }
-
-  WorkspaceNeeds needs() const {
-    WorkspaceNeeds n;
-    n.mlp_cols = local_;
-    return n;
+    needs.need(Scratch::Gate, local_, dt);
+    needs.need(Scratch::Up, local_, dt);
   }
 
   void forward(Tensor normed, Tensor out, StepContext& ctx) override {
     kernels::Backend& be = ctx.backend;
-    Tensor gate = ctx.ws.gate.view(normed.dtype, ctx.tokens, local_);
-    Tensor up = ctx.ws.up.view(normed.dtype, ctx.tokens, local_);
+    Tensor gate = ctx.ws.view(Scratch::Gate, normed.dtype, ctx.tokens, local_);
+    Tensor up = ctx.ws.view(Scratch::Up, normed.dtype, ctx.tokens, local_);
     be.linear(normed, gate_, s_.bias ? &gate_bias_ : nullptr, gate);
     be.linear(normed, up_, s_.bias ? &up_bias_ : nullptr, up);
     be.silu_mul(gate, up, gate);
@@ -154,20 +243,87 @@ class SwigluMlp final : public FfnBlock {
   Tensor down_bias_;  // [1, H], TP rank 0 only
 };
 
+class MoeFfn final : public FfnBlock {
+ public:
+  MoeFfn(const MoeShape& shape, const MoeNames& names, TpSlice tp, WeightLoader& loader, WorkspaceNeeds& needs,
+         DType dt)
+      : s_(shape) {
+    const int64_t H = s_.hidden, I = s_.intermediate, E = s_.num_experts;
+    // The router runs on every rank for every token, in fp32 as HF does.
+    gate_ = loader.load(with_fp32(WeightSpec::replicated(names.gate, {E, H})));
+    if (s_.correction_bias) correction_bias_ = loader.load(with_fp32(WeightSpec::replicated(names.correction_bias, {E})));
+    // Expert parallelism: this rank's E / tp experts, each loaded whole, nothing of the others.
+    experts_.num_experts = static_cast<int>(E / tp.size);
+    experts_.first_expert = tp.rank * experts_.num_experts;
+    experts_.intermediate = I;
+    const int64_t n = experts_.num_experts;
+    experts_.gate = loader.allocate(n * I, H);
+    experts_.up = loader.allocate(n * I, H);
+    experts_.down = loader.allocate(n * H, I);
+    for (int64_t e = 0; e < n; ++e) {
+      const std::string base = fmt::format(fmt::runtime(names.expert), experts_.first_expert + e);
+      loader.load_into(WeightSpec::replicated(base + ".gate_proj.weight", {I, H}), experts_.gate.row_slice(e * I, I));
+      loader.load_into(WeightSpec::replicated(base + ".up_proj.weight", {I, H}), experts_.up.row_slice(e * I, I));
+      loader.load_into(WeightSpec::replicated(base + ".down_proj.weight", {H, I}), experts_.down.row_slice(e * H, H));
+    }
+    if (s_.shared_intermediate > 0)
+      shared_ = std::make_unique<SwigluMlp>(MlpShape{H, s_.shared_intermediate, false}, names.shared, tp, loader,
+                                            needs, dt);
+    const int64_t k = s_.router.top_k;
+    needs.need(Scratch::RouterLogits, E, DType::F32);
+    needs.need(Scratch::TopkIds, k, DType::I32);
+    needs.need(Scratch::TopkWeights, k, DType::F32);
+    if (shared_) needs.need(Scratch::MoeShared, H, dt);
+  }
+
+  void forward(Tensor normed, Tensor out, StepContext& ctx) override {
+    kernels::Backend& be = ctx.backend;
+    const int64_t M = ctx.tokens, k = s_.router.top_k;
+    Tensor logits = ctx.ws.view(Scratch::RouterLogits, DType::F32, M, s_.num_experts);
+    Tensor ids = ctx.ws.view(Scratch::TopkIds, DType::I32, M, k);
+    Tensor weights = ctx.ws.view(Scratch::TopkWeights, DType::F32, M, k);
+    be.linear(normed, gate_, nullptr, logits);
+    be.moe_route(logits, correction_bias_.data ? &correction_bias_ : nullptr, s_.router, ids, weights);
+    be.moe_experts(normed, ids, weights, experts_, out);
+    if (shared_) {
+      Tensor shared = ctx.ws.view(Scratch::MoeShared, normed.dtype, M, s_.hidden);
+      shared_->forward(normed, shared, ctx);
+      be.add_inplace(out, shared);
+    }
+  }
+
+ private:
+  static WeightSpec with_fp32(WeightSpec s) {
+    s.keep_fp32 = true;
+    return s;
+  }
+  MoeShape s_;
+  Tensor gate_;             // [E, H] fp32, replicated
+  Tensor correction_bias_;  // [1, E] fp32 (noaux_tc)
+  kernels::ExpertStack experts_;  // this rank's experts: gate/up [E/tp * I, H], down [E/tp * H, I]
+  std::unique_ptr<SwigluMlp> shared_;
+};
+
 }  // namespace
 
 std::unique_ptr<AttentionBlock> make_gqa_attention(const GqaShape& shape, const GqaNames& names, TpSlice tp,
                                                    WeightLoader& loader, WorkspaceNeeds& needs) {
-  auto block = std::make_unique<GqaAttention>(shape, names, tp, loader);
-  needs.merge(block->needs());
-  return block;
+  return std::make_unique<GqaAttention>(shape, names, tp, loader, needs, loader.compute_dtype());
 }
 
 std::unique_ptr<FfnBlock> make_swiglu_mlp(const MlpShape& shape, const MlpNames& names, TpSlice tp,
                                           WeightLoader& loader, WorkspaceNeeds& needs) {
-  auto block = std::make_unique<SwigluMlp>(shape, names, tp, loader);
-  needs.merge(block->needs());
-  return block;
+  return std::make_unique<SwigluMlp>(shape, names, tp, loader, needs, loader.compute_dtype());
+}
+
+std::unique_ptr<AttentionBlock> make_mla_attention(const MlaShape& shape, const MlaNames& names, TpSlice tp,
+                                                   WeightLoader& loader, WorkspaceNeeds& needs) {
+  return std::make_unique<MlaAttention>(shape, names, tp, loader, needs, loader.compute_dtype());
+}
+
+std::unique_ptr<FfnBlock> make_moe(const MoeShape& shape, const MoeNames& names, TpSlice tp, WeightLoader& loader,
+                                   WorkspaceNeeds& needs) {
+  return std::make_unique<MoeFfn>(shape, names, tp, loader, needs, loader.compute_dtype());
 }
 
 }  // namespace e3::model

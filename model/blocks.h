@@ -2,6 +2,7 @@
 // of its sub-layer; the decoder sums partials over the TP group with one all-reduce.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -14,21 +15,34 @@
 
 namespace e3::model {
 
+// Scratch activations a block may need, each [tokens, cols] for the largest cols any block asks.
+enum class Scratch {
+  Q, K, V, AttnOut,                                // attention
+  QLatent, KvCompressed, KvLatent, KvExpanded,     // MLA's low-rank path
+  Gate, Up,                                        // MLPs
+  RouterLogits, TopkIds, TopkWeights, MoeShared,   // MoE
+  kCount
+};
+
+// Bytes per token of each scratch slot, merged over all blocks so that the workspace is
+// allocated once, before the first step.
+struct WorkspaceNeeds {
+  std::array<size_t, static_cast<size_t>(Scratch::kCount)> bytes_per_token{};
+  void need(Scratch s, int64_t cols, kernels::DType dtype);
+};
+
 // Activation memory for one step, sized from the token budget and shared by all layers.
 struct Workspace {
   kernels::DeviceBuffer ids, positions, cu_seqlens;  // int32 inputs of the step
   kernels::DeviceBuffer residual;                    // [tokens, H]: the residual stream
   kernels::DeviceBuffer normed;                      // [tokens, H]
   kernels::DeviceBuffer partial;                     // [tokens, H]: a block's output before the all-reduce
-  kernels::DeviceBuffer q, k, v, attn_out;           // attention activations
-  kernels::DeviceBuffer gate, up;                    // MLP activations
-  size_t bytes() const;
-};
+  std::array<kernels::DeviceBuffer, static_cast<size_t>(Scratch::kCount)> scratch;
 
-// Sizes of the per-step scratch each block needs, so the workspace is allocated once.
-struct WorkspaceNeeds {
-  int64_t q_cols = 0, k_cols = 0, v_cols = 0, attn_cols = 0, mlp_cols = 0;
-  void merge(const WorkspaceNeeds& o);
+  kernels::Tensor view(Scratch s, kernels::DType dtype, int64_t rows, int64_t cols) const {
+    return scratch[static_cast<size_t>(s)].view(dtype, rows, cols);
+  }
+  size_t bytes() const;
 };
 
 // Everything a block sees during one step.
@@ -86,5 +100,40 @@ struct MlpNames {
 };
 std::unique_ptr<FfnBlock> make_swiglu_mlp(const MlpShape& shape, const MlpNames& names, TpSlice tp,
                                           WeightLoader& loader, WorkspaceNeeds& needs);
+
+// Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2). Heads split over ranks; the
+// low-rank a-projections and their norms are replicated.
+struct MlaShape {
+  int64_t hidden = 0, num_heads = 0;
+  int64_t q_lora_rank = 0, kv_lora_rank = 0;  // q_lora_rank 0: a plain q_proj
+  int64_t nope_dim = 0, rope_dim = 0, v_dim = 0;
+  bool interleaved = true;
+  bool bias = false;         // q_a_proj, kv_a_proj_with_mqa, o_proj
+  float scale = 1.0f;
+  float lora_norm_eps = 1e-6f;
+};
+struct MlaNames {  // without ".weight"
+  std::string q, q_a, q_a_norm, q_b, kv_a, kv_a_norm, kv_b, o;
+};
+std::unique_ptr<AttentionBlock> make_mla_attention(const MlaShape& shape, const MlaNames& names, TpSlice tp,
+                                                   WeightLoader& loader, WorkspaceNeeds& needs);
+
+// Routed experts (expert-parallel: each rank owns num_experts / tp of them and runs them for
+// all tokens) plus optional shared experts (a SwiGLU MLP split Megatron-style). Both add to
+// the same partial output, so the layer keeps its one all-reduce.
+struct MoeShape {
+  int64_t hidden = 0, num_experts = 0, intermediate = 0;
+  int64_t shared_intermediate = 0;  // 0: no shared experts
+  kernels::RouterParams router;
+  bool correction_bias = false;
+};
+struct MoeNames {
+  std::string gate;             // router weight, full name
+  std::string correction_bias;  // full name (noaux_tc)
+  std::string expert;           // "<prefix>.experts.{}" (expert id), projections appended
+  MlpNames shared;
+};
+std::unique_ptr<FfnBlock> make_moe(const MoeShape& shape, const MoeNames& names, TpSlice tp, WeightLoader& loader,
+                                   WorkspaceNeeds& needs);
 
 }  // namespace e3::model

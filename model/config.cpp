@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -8,6 +9,7 @@
 
 #include "kernels/error.h"
 #include "kernels/hash.h"
+#include "model/rope.h"
 
 namespace e3::model {
 namespace {
@@ -66,19 +68,109 @@ class Keys {
   std::string where_;
 };
 
-Family detect_family(const std::string& arch, const std::string& model_type, const std::string& where) {
-  if (arch == "LlamaForCausalLM" || (arch.empty() && model_type == "llama")) return Family::Llama;
-  if (arch == "MistralForCausalLM" || (arch.empty() && model_type == "mistral")) return Family::Mistral;
-  if (arch == "Qwen2ForCausalLM" || (arch.empty() && model_type == "qwen2")) return Family::Qwen2;
-  if (arch == "Qwen3ForCausalLM" || (arch.empty() && model_type == "qwen3")) return Family::Qwen3;
-  // An unrecognised architecture name with a known model_type is still that family.
+std::optional<Family> family_of_architecture(const std::string& arch) {
+  if (arch == "LlamaForCausalLM") return Family::Llama;
+  if (arch == "MistralForCausalLM") return Family::Mistral;
+  if (arch == "Qwen2ForCausalLM") return Family::Qwen2;
+  if (arch == "Qwen3ForCausalLM") return Family::Qwen3;
+  if (arch == "Qwen3MoeForCausalLM") return Family::Qwen3Moe;
+  if (arch == "DeepseekV2ForCausalLM") return Family::DeepseekV2;
+  if (arch == "DeepseekV3ForCausalLM") return Family::DeepseekV3;
+  return std::nullopt;
+}
+
+std::optional<Family> family_of_model_type(const std::string& model_type) {
   if (model_type == "llama") return Family::Llama;
   if (model_type == "mistral") return Family::Mistral;
   if (model_type == "qwen2") return Family::Qwen2;
   if (model_type == "qwen3") return Family::Qwen3;
+  if (model_type == "qwen3_moe") return Family::Qwen3Moe;
+  if (model_type == "deepseek_v2") return Family::DeepseekV2;
+  if (model_type == "deepseek_v3" || model_type == "kimi_k2") return Family::DeepseekV3;
+  return std::nullopt;
+}
+
+Family detect_family(const std::string& arch, const std::string& model_type, const std::string& where) {
+  if (auto f = family_of_architecture(arch)) return *f;
+  // An unrecognised architecture name with a known model_type is still that family.
+  if (auto f = family_of_model_type(model_type)) return *f;
   E3_THROW(ErrorKind::Model,
-           "{}: unsupported architecture '{}' (model_type '{}'); supported: llama, mistral, qwen2, qwen3",
+           "{}: unsupported architecture '{}' (model_type '{}'); supported: llama, mistral, qwen2, qwen3, "
+           "qwen3_moe, deepseek_v2, deepseek_v3 (kimi_k2)",
            where, arch, model_type);
+}
+
+// DeepSeek's MLA: shapes, the RoPE layout, and the softmax scale HF applies under YaRN.
+MlaConfig parse_mla(const Keys& k, Family family, const RopeConfig& rope) {
+  MlaConfig m;
+  m.q_lora_rank = k.integer_or("q_lora_rank", 0);
+  m.kv_lora_rank = k.positive("kv_lora_rank");
+  m.qk_nope_head_dim = k.positive("qk_nope_head_dim");
+  m.qk_rope_head_dim = k.positive("qk_rope_head_dim");
+  m.v_head_dim = k.positive("v_head_dim");
+  // DeepSeek-V2 always pairs (2i, 2i+1) (a complex product); V3 says so in rope_interleave.
+  m.rope_interleave = family == Family::DeepseekV2 ? true : k.boolean_or("rope_interleave", true);
+  m.attention_bias = k.boolean_or("attention_bias", false);
+  E3_REQUIRE(m.q_lora_rank >= 0, ErrorKind::Model, "{}: q_lora_rank must be positive or null", k.where());
+  double scale = 1.0 / std::sqrt(static_cast<double>(m.qk_head_dim()));
+  if (rope.type != "default" && rope.mscale_all_dim && *rope.mscale_all_dim != 0) {
+    const double mscale = yarn_get_mscale(rope.factor, *rope.mscale_all_dim);
+    scale *= mscale * mscale;
+  }
+  m.softmax_scale = scale;
+  return m;
+}
+
+MoeConfig parse_moe(const json& doc, const Keys& k, Family family, int64_t layers) {
+  MoeConfig m;
+  m.layer_is_moe.assign(static_cast<size_t>(layers), false);
+  if (family == Family::Qwen3Moe) {
+    m.num_experts = k.integer_or("num_experts", 128);
+    m.experts_per_token = k.integer_or("num_experts_per_tok", 8);
+    m.moe_intermediate_size = k.integer_or("moe_intermediate_size", 768);
+    m.norm_topk_prob = k.boolean_or("norm_topk_prob", false);
+    m.scoring = "softmax";
+    m.topk_method = "greedy";
+    const int64_t step = k.integer_or("decoder_sparse_step", 1);
+    E3_REQUIRE(step > 0, ErrorKind::Model, "{}: decoder_sparse_step must be positive", k.where());
+    std::vector<int64_t> dense_only;
+    if (doc.contains("mlp_only_layers") && doc["mlp_only_layers"].is_array())
+      for (const json& v : doc["mlp_only_layers"]) dense_only.push_back(v.get<int64_t>());
+    for (int64_t l = 0; l < layers; ++l)
+      m.layer_is_moe[static_cast<size_t>(l)] =
+          std::find(dense_only.begin(), dense_only.end(), l) == dense_only.end() && m.num_experts > 0 &&
+          (l + 1) % step == 0;
+  } else {
+    const bool v3 = family == Family::DeepseekV3;
+    m.num_experts = k.integer_or("n_routed_experts", v3 ? 256 : 64);
+    m.experts_per_token = k.integer_or("num_experts_per_tok", 0);
+    m.moe_intermediate_size = k.integer_or("moe_intermediate_size", v3 ? 2048 : 1407);
+    m.n_shared_experts = k.integer_or("n_shared_experts", v3 ? 1 : 2);
+    m.scoring = k.string_or("scoring_func", v3 ? "sigmoid" : "softmax");
+    m.topk_method = k.string_or("topk_method", v3 ? "noaux_tc" : "greedy");
+    m.n_group = k.integer_or("n_group", 1);
+    m.topk_group = k.integer_or("topk_group", 1);
+    m.norm_topk_prob = k.boolean_or("norm_topk_prob", v3);
+    m.routed_scaling_factor = k.number_or("routed_scaling_factor", v3 ? 2.5 : 1.0);
+    const int64_t first_dense = k.integer_or("first_k_dense_replace", v3 ? 3 : 0);
+    const int64_t freq = k.integer_or("moe_layer_freq", 1);
+    E3_REQUIRE(freq > 0, ErrorKind::Model, "{}: moe_layer_freq must be positive", k.where());
+    for (int64_t l = 0; l < layers; ++l)
+      m.layer_is_moe[static_cast<size_t>(l)] = m.num_experts > 0 && l >= first_dense && l % freq == 0;
+  }
+  if (m.num_experts == 0) return m;
+  E3_REQUIRE(m.scoring == "softmax" || m.scoring == "sigmoid", ErrorKind::Model,
+             "{}: scoring_func '{}' is not supported (softmax, sigmoid)", k.where(), m.scoring);
+  E3_REQUIRE(m.topk_method == "greedy" || m.topk_method == "group_limited_greedy" || m.topk_method == "noaux_tc",
+             ErrorKind::Model, "{}: topk_method '{}' is not supported (greedy, group_limited_greedy, noaux_tc)",
+             k.where(), m.topk_method);
+  E3_REQUIRE(m.experts_per_token > 0 && m.experts_per_token <= m.num_experts && m.moe_intermediate_size > 0,
+             ErrorKind::Model, "{}: num_experts_per_tok {} and moe_intermediate_size {} must be positive (experts {})",
+             k.where(), m.experts_per_token, m.moe_intermediate_size, m.num_experts);
+  E3_REQUIRE(m.n_group > 0 && m.num_experts % m.n_group == 0 && m.topk_group > 0 && m.topk_group <= m.n_group,
+             ErrorKind::Model, "{}: n_group {} must divide the {} experts and topk_group {} must be in [1, n_group]",
+             k.where(), m.n_group, m.num_experts, m.topk_group);
+  return m;
 }
 
 RopeConfig parse_rope(const json& doc, const Keys& top, int64_t max_pos) {
@@ -147,7 +239,7 @@ std::vector<int64_t> parse_sliding(const json& doc, const Keys& k, Family family
     // HF's MistralConfig defaults sliding_window to 4096 when the key is absent; null disables it.
     size = doc.contains("sliding_window") ? k.integer_or("sliding_window", 0) : 4096;
     sliding.assign(sliding.size(), size > 0);
-  } else if (family == Family::Qwen2 || family == Family::Qwen3) {
+  } else if (family == Family::Qwen2 || family == Family::Qwen3 || family == Family::Qwen3Moe) {
     if (k.boolean_or("use_sliding_window", false)) {
       size = doc.contains("sliding_window") ? k.integer_or("sliding_window", 0) : 4096;
       const int64_t first = k.integer_or("max_window_layers", 28);
@@ -174,21 +266,33 @@ const char* family_name(Family f) {
     case Family::Mistral: return "mistral";
     case Family::Qwen2: return "qwen2";
     case Family::Qwen3: return "qwen3";
+    case Family::Qwen3Moe: return "qwen3_moe";
+    case Family::DeepseekV2: return "deepseek_v2";
+    case Family::DeepseekV3: return "deepseek_v3";
   }
   return "?";
 }
 
-ModelConfig parse_model_config(const json& doc, const std::filesystem::path& source) {
-  const std::string where = source.string();
-  E3_REQUIRE(doc.is_object(), ErrorKind::Model, "{}: not a JSON object", where);
-  const Keys k(doc, where);
+ModelConfig parse_model_config(const json& whole, const std::filesystem::path& source) {
+  std::string where = source.string();
+  E3_REQUIRE(whole.is_object(), ErrorKind::Model, "{}: not a JSON object", where);
   ModelConfig c;
   c.source = source;
-  if (doc.contains("architectures") && doc["architectures"].is_array() && !doc["architectures"].empty() &&
-      doc["architectures"][0].is_string())
-    c.architecture = doc["architectures"][0].get<std::string>();
-  c.model_type = k.string_or("model_type", "");
-  c.family = detect_family(c.architecture, c.model_type, where);
+  if (whole.contains("architectures") && whole["architectures"].is_array() && !whole["architectures"].empty() &&
+      whole["architectures"][0].is_string())
+    c.architecture = whole["architectures"][0].get<std::string>();
+  // A multimodal wrapper (Kimi-K2.5) keeps the text model's config in text_config and its
+  // tensors under language_model.
+  const json* text = &whole;
+  if (!family_of_architecture(c.architecture) && whole.contains("text_config") && whole["text_config"].is_object()) {
+    text = &whole["text_config"];
+    where += " text_config";
+    c.tensor_prefix = "language_model.";
+  }
+  const json& doc = *text;
+  const Keys k(doc, where);
+  c.model_type = k.string_or("model_type", Keys(whole, where).string_or("model_type", ""));
+  c.family = detect_family(text == &whole ? c.architecture : "", c.model_type, where);
 
   c.hidden_size = k.positive("hidden_size");
   c.intermediate_size = k.positive("intermediate_size");
@@ -214,6 +318,9 @@ ModelConfig parse_model_config(const json& doc, const std::filesystem::path& sou
              c.num_attention_heads, c.num_key_value_heads);
 
   switch (c.family) {
+    case Family::DeepseekV2:
+    case Family::DeepseekV3:
+      break;
     case Family::Llama:
       c.qkv_bias = c.o_bias = k.boolean_or("attention_bias", false);
       c.mlp_bias = k.boolean_or("mlp_bias", false);
@@ -224,6 +331,7 @@ ModelConfig parse_model_config(const json& doc, const std::filesystem::path& sou
       c.qkv_bias = true;
       break;
     case Family::Qwen3:
+    case Family::Qwen3Moe:
       c.qkv_bias = c.o_bias = k.boolean_or("attention_bias", false);
       c.qk_norm = true;
       break;
@@ -232,7 +340,12 @@ ModelConfig parse_model_config(const json& doc, const std::filesystem::path& sou
   c.rope = parse_rope(doc, k, c.max_position_embeddings);
   E3_REQUIRE(c.rope.partial_rotary_factor > 0 && c.rope.partial_rotary_factor <= 1.0, ErrorKind::Model,
              "{}: partial_rotary_factor must be in (0, 1]", where);
-  c.fingerprint = Fnv1a().update(doc.dump()).hex();
+  if (c.is_mla()) {
+    c.mla = parse_mla(k, c.family, c.rope);
+    c.head_dim = c.mla.qk_rope_head_dim;  // as HF: the rotary dimension
+  }
+  if (c.family == Family::Qwen3Moe || c.is_mla()) c.moe = parse_moe(doc, k, c.family, c.num_hidden_layers);
+  c.fingerprint = Fnv1a().update(whole.dump()).hex();
   return c;
 }
 
@@ -256,11 +369,22 @@ void check_tensor_parallel(const ModelConfig& c, int tp) {
   const std::string where = c.source.string();
   E3_REQUIRE(c.num_attention_heads % tp == 0, ErrorKind::Model,
              "{}: num_attention_heads {} is not divisible by --tp {}", where, c.num_attention_heads, tp);
-  E3_REQUIRE(c.num_key_value_heads % tp == 0 || tp % c.num_key_value_heads == 0, ErrorKind::Model,
-             "{}: num_key_value_heads {} neither divides nor is divisible by --tp {}", where,
-             c.num_key_value_heads, tp);
-  E3_REQUIRE(c.intermediate_size % tp == 0, ErrorKind::Model,
-             "{}: intermediate_size {} is not divisible by --tp {}", where, c.intermediate_size, tp);
+  if (!c.is_mla())
+    E3_REQUIRE(c.num_key_value_heads % tp == 0 || tp % c.num_key_value_heads == 0, ErrorKind::Model,
+               "{}: num_key_value_heads {} neither divides nor is divisible by --tp {}", where,
+               c.num_key_value_heads, tp);
+  const bool any_dense = std::find(c.moe.layer_is_moe.begin(), c.moe.layer_is_moe.end(), false) != c.moe.layer_is_moe.end();
+  if (c.moe.num_experts == 0 || any_dense)
+    E3_REQUIRE(c.intermediate_size % tp == 0, ErrorKind::Model,
+               "{}: intermediate_size {} is not divisible by --tp {}", where, c.intermediate_size, tp);
+  if (c.moe.num_experts > 0) {
+    E3_REQUIRE(c.moe.num_experts % tp == 0, ErrorKind::Model,
+               "{}: {} routed experts do not split evenly over --tp {} (expert parallelism)", where,
+               c.moe.num_experts, tp);
+    const int64_t shared = c.moe.moe_intermediate_size * c.moe.n_shared_experts;
+    E3_REQUIRE(shared % tp == 0, ErrorKind::Model,
+               "{}: the shared experts' intermediate size {} is not divisible by --tp {}", where, shared, tp);
+  }
 }
 
 std::vector<int> default_capture_ids(const ModelConfig& c) {

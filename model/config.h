@@ -11,7 +11,7 @@
 
 namespace e3::model {
 
-enum class Family { Llama, Mistral, Qwen2, Qwen3 };
+enum class Family { Llama, Mistral, Qwen2, Qwen3, Qwen3Moe, DeepseekV2, DeepseekV3 };
 const char* family_name(Family f);
 
 // RoPE as the checkpoint declares it, after HF's standardisation of rope_scaling /
@@ -30,6 +30,35 @@ struct RopeConfig {
   double beta_fast = 32.0;                   // yarn
   double beta_slow = 1.0;                    // yarn
   bool truncate = true;                      // yarn
+};
+
+// Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2).
+struct MlaConfig {
+  int64_t q_lora_rank = 0;  // 0: a plain q_proj (DeepSeek-V2-Lite style)
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  bool rope_interleave = true;  // RoPE pairs are (2i, 2i+1)
+  bool attention_bias = false;  // on q_a_proj, kv_a_proj_with_mqa and o_proj
+  double softmax_scale = 0;     // qk_head_dim^-0.5, times mscale^2 under YaRN with mscale_all_dim
+  int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+};
+
+// Mixture of experts: which layers, the router, the experts.
+struct MoeConfig {
+  int64_t num_experts = 0;             // routed experts; 0: no MoE
+  int64_t experts_per_token = 0;
+  int64_t moe_intermediate_size = 0;
+  int64_t n_shared_experts = 0;        // a shared MLP of moe_intermediate_size * n_shared_experts
+  std::string scoring = "softmax";     // softmax | sigmoid
+  std::string topk_method = "greedy";  // greedy | group_limited_greedy | noaux_tc
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  bool norm_topk_prob = false;
+  double routed_scaling_factor = 1.0;
+  std::vector<bool> layer_is_moe;      // per layer
+  bool has_correction_bias() const { return topk_method == "noaux_tc"; }
 };
 
 struct ModelConfig {
@@ -58,7 +87,12 @@ struct ModelConfig {
   std::vector<int64_t> sliding_window;
 
   RopeConfig rope;
-  std::string fingerprint;  // FNV-1a of config.json's bytes
+  MlaConfig mla;  // DeepSeek families only
+  MoeConfig moe;  // Qwen3-MoE and DeepSeek families
+  // Tensor names are prefixed with this (Kimi-K2.5 keeps its text model under language_model.).
+  std::string tensor_prefix;
+  std::string fingerprint;
+  bool is_mla() const { return family == Family::DeepseekV2 || family == Family::DeepseekV3; }  // FNV-1a of config.json's bytes
 };
 
 // Reads and validates DIR/config.json. Errors name the file and the key.

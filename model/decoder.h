@@ -28,7 +28,11 @@ struct DecoderParts {
   RopeFrequencies rope;
 };
 
-// The Llama family (llama, mistral, qwen2, qwen3): arch_llama.cpp.
+// The Llama family (llama, mistral, qwen2, qwen3, qwen3_moe): arch_llama.cpp.
 DecoderParts build_llama_family(const ModelConfig& c, TpSlice tp, WeightLoader& loader);
+// DeepSeek-V2/V3 and Kimi-K2 (MLA + MoE): arch_deepseek.cpp.
+DecoderParts build_deepseek(const ModelConfig& c, TpSlice tp, WeightLoader& loader);
+// The router settings of a config's MoE layers.
+kernels::RouterParams router_params(const MoeConfig& moe);
 
 }  // namespace e3::model

@@ -32,9 +32,9 @@ class DecoderModel final : public Model {
       : config_(config), backend_(backend), comm_(comm), opt_(opt) {
     E3_REQUIRE(opt.max_tokens > 0 && opt.max_seq_len > 0, ErrorKind::Internal, "model options unset");
     check_tensor_parallel(config_, opt.tp_size);
-    WeightLoader loader(ckpt, backend_, store_);
+    WeightLoader loader(ckpt, backend_, store_, config_.tensor_prefix);
     TpSlice tp{opt.tp_rank, opt.tp_size};
-    parts_ = build_llama_family(config_, tp, loader);
+    parts_ = config_.is_mla() ? build_deepseek(config_, tp, loader) : build_llama_family(config_, tp, loader);
     allocate_workspace();
     build_rope_table();
   }
@@ -101,19 +101,16 @@ class DecoderModel final : public Model {
     const size_t e = kernels::dtype_size(be.compute_dtype());
     const auto M = static_cast<size_t>(opt_.max_tokens);
     const auto H = static_cast<size_t>(config_.hidden_size);
-    const WorkspaceNeeds& n = parts_.needs;
     ws_.ids = be.allocate(M * 4);
     ws_.positions = be.allocate(M * 4);
     ws_.cu_seqlens = be.allocate((M + 1) * 4);
     ws_.residual = be.allocate(M * H * e);
     ws_.normed = be.allocate(M * H * e);
     ws_.partial = be.allocate(M * H * e);
-    ws_.q = be.allocate(M * static_cast<size_t>(n.q_cols) * e);
-    ws_.k = be.allocate(M * static_cast<size_t>(n.k_cols) * e);
-    ws_.v = be.allocate(M * static_cast<size_t>(n.v_cols) * e);
-    ws_.attn_out = be.allocate(M * static_cast<size_t>(n.attn_cols) * e);
-    ws_.gate = be.allocate(M * static_cast<size_t>(n.mlp_cols) * e);
-    ws_.up = be.allocate(M * static_cast<size_t>(n.mlp_cols) * e);
+    for (size_t s = 0; s < ws_.scratch.size(); ++s) {
+      const size_t per_token = parts_.needs.bytes_per_token[s];
+      if (per_token) ws_.scratch[s] = be.allocate(M * per_token);
+    }
   }
 
   void build_rope_table() {

@@ -43,30 +43,37 @@ kernels::Tensor WeightStore::add(kernels::DeviceBuffer buffer, kernels::DType dt
   return t;
 }
 
-kernels::Tensor WeightLoader::allocate(int64_t rows, int64_t cols) {
-  const kernels::DType dtype = backend_.compute_dtype();
+kernels::Tensor WeightLoader::allocate(int64_t rows, int64_t cols, bool fp32) {
+  const kernels::DType dtype = fp32 ? kernels::DType::F32 : backend_.compute_dtype();
   kernels::DeviceBuffer buffer = backend_.allocate(static_cast<size_t>(rows * cols) * kernels::dtype_size(dtype));
   return store_.add(std::move(buffer), dtype, rows, cols);
 }
 
 kernels::Tensor WeightLoader::load(const WeightSpec& spec) {
+  kernels::Tensor t = allocate(spec.slice_rows(), spec.slice_cols(), spec.keep_fp32);
+  load_into(spec, t);
+  return t;
+}
+
+void WeightLoader::load_into(const WeightSpec& spec, kernels::Tensor dst) {
   const int64_t rows = spec.slice_rows(), cols = spec.slice_cols();
   E3_REQUIRE(spec.row_begin >= 0 && spec.col_begin >= 0 && spec.row_begin + rows <= spec.full_rows() &&
-                 spec.col_begin + cols <= spec.full_cols(),
-             ErrorKind::Internal, "slice of '{}' outside its shape", spec.name);
-  if (!ckpt_) return allocate(rows, cols);
+                 spec.col_begin + cols <= spec.full_cols() && dst.rows == rows && dst.cols == cols,
+             ErrorKind::Internal, "slice of '{}' outside its shape or its destination {}", spec.name, dst.shape_str());
+  if (!ckpt_) return;
 
-  const TensorInfo& info = ckpt_->require(spec.name);
-  const SafetensorsFile& file = ckpt_->file_of(spec.name);
+  const std::string name = prefix_ + spec.name;
+  const TensorInfo& info = ckpt_->require(name);
+  const SafetensorsFile& file = ckpt_->file_of(name);
   E3_REQUIRE(info.shape == spec.shape, ErrorKind::Model, "tensor '{}' in {} has shape {}, expected [{}]",
-             spec.name, file.path().string(), info.shape_str(), fmt::join(spec.shape, ", "));
+             name, file.path().string(), info.shape_str(), fmt::join(spec.shape, ", "));
   kernels::DType src_type;
   switch (info.dtype) {
     case StDType::F32: src_type = kernels::DType::F32; break;
     case StDType::BF16: src_type = kernels::DType::BF16; break;
     case StDType::F16: src_type = kernels::DType::F16; break;
     default:
-      E3_THROW(ErrorKind::Model, "tensor '{}' in {} has dtype {}; expected BF16, F16 or F32", spec.name,
+      E3_THROW(ErrorKind::Model, "tensor '{}' in {} has dtype {}; expected BF16, F16 or F32", name,
                file.path().string(), st_dtype_name(info.dtype));
   }
   // Only the slice's rows are read from the map: a rank never touches another rank's bytes
@@ -78,9 +85,8 @@ kernels::Tensor WeightLoader::load(const WeightSpec& spec) {
     const uint8_t* src = base + (static_cast<size_t>((spec.row_begin + r) * spec.full_cols() + spec.col_begin)) * elem;
     kernels::convert_to_float(src, src_type, staging_.data() + r * cols, static_cast<size_t>(cols));
   }
-  kernels::Tensor t = allocate(rows, cols);
-  backend_.upload_float(t, staging_.data());
-  return t;
+  E3_REQUIRE(dst.contiguous(), ErrorKind::Internal, "weight destination {} is strided", dst.shape_str());
+  backend_.upload_float(dst, staging_.data());
 }
 
 }  // namespace e3::model

@@ -18,6 +18,7 @@ struct WeightSpec {
   std::vector<int64_t> shape;
   int64_t row_begin = 0, rows = -1;
   int64_t col_begin = 0, cols = -1;
+  bool keep_fp32 = false;  // stored as fp32 whatever the compute dtype (router weights, biases HF keeps in fp32)
 
   // The whole tensor, on every rank.
   static WeightSpec replicated(std::string name, std::vector<int64_t> shape);
@@ -48,18 +49,24 @@ class WeightLoader {
  public:
   // With a null checkpoint the loader only plans: it allocates through the backend (a
   // planning backend counts bytes) and reads nothing.
-  WeightLoader(const Checkpoint* ckpt, kernels::Backend& backend, WeightStore& store)
-      : ckpt_(ckpt), backend_(backend), store_(store) {}
+  // `prefix` is prepended to every name looked up in the checkpoint.
+  WeightLoader(const Checkpoint* ckpt, kernels::Backend& backend, WeightStore& store, std::string prefix = "")
+      : ckpt_(ckpt), backend_(backend), store_(store), prefix_(std::move(prefix)) {}
 
   // Throws a model error naming the tensor and the file on a missing tensor, a shape that
   // differs from spec.shape, or an unsupported dtype.
   kernels::Tensor load(const WeightSpec& spec);
+  // The same into `dst` (a block of a larger allocation), which must have the slice's shape.
+  void load_into(const WeightSpec& spec, kernels::Tensor dst);
+  // Backend memory owned by the store; the compute dtype unless fp32 is asked for.
+  kernels::Tensor allocate(int64_t rows, int64_t cols, bool fp32 = false);
+  kernels::DType compute_dtype() const { return backend_.compute_dtype(); }
 
  private:
-  kernels::Tensor allocate(int64_t rows, int64_t cols);
   const Checkpoint* ckpt_;
   kernels::Backend& backend_;
   WeightStore& store_;
+  std::string prefix_;
   std::vector<float> staging_;
 };
 

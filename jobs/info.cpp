@@ -1,5 +1,7 @@
 #include "jobs/info.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -23,8 +25,26 @@ std::string model_info(const InfoOptions& o) {
   line(fmt::format("layers           {}", c.num_hidden_layers));
   line(fmt::format("hidden size      {}", c.hidden_size));
   line(fmt::format("intermediate     {}", c.intermediate_size));
-  line(fmt::format("attention        {} heads, {} kv heads, head_dim {}{}{}", c.num_attention_heads,
-                   c.num_key_value_heads, c.head_dim, c.qkv_bias ? ", qkv bias" : "", c.qk_norm ? ", q/k norm" : ""));
+  if (c.is_mla()) {
+    const model::MlaConfig& m = c.mla;
+    line(fmt::format("attention        MLA, {} heads, q_lora_rank {}, kv_lora_rank {}, qk {} + {} (rope{}), v {}, "
+                     "softmax scale {:.6g}",
+                     c.num_attention_heads, m.q_lora_rank ? std::to_string(m.q_lora_rank) : "none (q_proj)",
+                     m.kv_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim, m.rope_interleave ? ", interleaved" : "",
+                     m.v_head_dim, m.softmax_scale));
+  } else {
+    line(fmt::format("attention        {} heads, {} kv heads, head_dim {}{}{}", c.num_attention_heads,
+                     c.num_key_value_heads, c.head_dim, c.qkv_bias ? ", qkv bias" : "", c.qk_norm ? ", q/k norm" : ""));
+  }
+  if (c.moe.num_experts > 0) {
+    const model::MoeConfig& m = c.moe;
+    const auto moe_layers = std::count(m.layer_is_moe.begin(), m.layer_is_moe.end(), true);
+    line(fmt::format("moe              {} of {} layers: {} experts ({} per token, intermediate {}), {} shared; "
+                     "router {} {}, groups {}/{}, norm_topk_prob {}, scaling {}",
+                     moe_layers, c.num_hidden_layers, m.num_experts, m.experts_per_token, m.moe_intermediate_size,
+                     m.n_shared_experts, m.scoring, m.topk_method, m.topk_group, m.n_group, m.norm_topk_prob,
+                     m.routed_scaling_factor));
+  }
   line(fmt::format("vocab            {}", c.vocab_size));
   std::string rope = fmt::format("{}, theta {}", c.rope.type, c.rope.theta);
   if (c.rope.type != "default") rope += fmt::format(", factor {}", c.rope.factor);

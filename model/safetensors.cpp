@@ -92,9 +92,39 @@ MappedFile::MappedFile(const std::filesystem::path& path) {
     ::close(fd);
     E3_REQUIRE(p != MAP_FAILED, ErrorKind::Model, "cannot map {}: {}", path.string(), std::strerror(err));
     data_ = static_cast<const uint8_t*>(p);
+    // A rank reads a scattered subset (its TP slices, its experts): readahead would pull
+    // other ranks' bytes from disk. will_need() asks for exactly what is read.
+    ::madvise(p, size_, MADV_RANDOM);
   } else {
     ::close(fd);
   }
+}
+
+namespace {
+
+// [p, p + n) widened to whole pages, as madvise wants.
+std::pair<void*, size_t> page_span(const uint8_t* base, uint64_t size, const void* p, size_t n) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+  const auto end = std::min(reinterpret_cast<uintptr_t>(p) + n, reinterpret_cast<uintptr_t>(base) + size);
+  return {reinterpret_cast<void*>(begin), end > begin ? end - begin : 0};
+}
+
+}  // namespace
+
+void MappedFile::will_need(const void* p, size_t n) const {
+  if (!data_ || n == 0) return;
+  auto [start, len] = page_span(data_, size_, p, n);
+  ::madvise(start, len, MADV_WILLNEED);
+}
+
+void MappedFile::done_with(const void* p, size_t n) const {
+  if (!data_ || n == 0) return;
+  // Only whole pages inside the range: a page shared with the next tensor may still be needed.
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
+  const auto end = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {

@@ -38,6 +38,10 @@ class MappedFile {
 
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
+  // Asks the kernel to read [p, p + n) ahead, and to let go of it once used. The map is opened
+  // for random access (no readahead), so only ranges asked for are ever read from disk.
+  void will_need(const void* p, size_t n) const;
+  void done_with(const void* p, size_t n) const;
 
  private:
   const uint8_t* data_ = nullptr;
@@ -55,6 +59,7 @@ class SafetensorsFile {
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
   // The first byte of a tensor's data.
   const uint8_t* data(const TensorInfo& t) const { return map_.data() + data_start_ + t.begin; }
+  const MappedFile& map() const { return map_; }
 
  private:
   std::filesystem::path path_;

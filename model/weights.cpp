@@ -60,7 +60,7 @@ void WeightLoader::load_into(const WeightSpec& spec, kernels::Tensor dst) {
   E3_REQUIRE(spec.row_begin >= 0 && spec.col_begin >= 0 && spec.row_begin + rows <= spec.full_rows() &&
                  spec.col_begin + cols <= spec.full_cols() && dst.rows == rows && dst.cols == cols,
              ErrorKind::Internal, "slice of '{}' outside its shape or its destination {}", spec.name, dst.shape_str());
-  if (!ckpt_) return;
+  if (!ckpt_ || rows == 0 || cols == 0) return;
 
   const std::string name = prefix_ + spec.name;
   const TensorInfo& info = ckpt_->require(name);
@@ -81,10 +81,14 @@ void WeightLoader::load_into(const WeightSpec& spec, kernels::Tensor dst) {
   staging_.resize(static_cast<size_t>(rows * cols));
   const size_t elem = st_dtype_size(info.dtype);
   const uint8_t* base = file.data(info);
+  const uint8_t* first = base + static_cast<size_t>(spec.row_begin * spec.full_cols() + spec.col_begin) * elem;
+  const size_t span = static_cast<size_t>(((rows - 1) * spec.full_cols() + cols)) * elem;
+  file.map().will_need(first, span);
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* src = base + (static_cast<size_t>((spec.row_begin + r) * spec.full_cols() + spec.col_begin)) * elem;
     kernels::convert_to_float(src, src_type, staging_.data() + r * cols, static_cast<size_t>(cols));
   }
+  file.map().done_with(first, span);
   E3_REQUIRE(dst.contiguous(), ErrorKind::Internal, "weight destination {} is strided", dst.shape_str());
   backend_.upload_float(dst, staging_.data());
 }

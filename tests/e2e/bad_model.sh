@@ -63,3 +63,24 @@ LOG="$work/sharded.log"
 run 2 --model "$m" --data "$data" --out "$work/out_sharded" --layers 0,1,2,3,4,5,6,7 --dtype fp32 --log-level warn
 [ "$RC" -eq 0 ] || { cat "$LOG"; fail "sharded checkpoint run exited $RC"; }
 "$E3_GOLDEN_CHECK" "$work/out_sharded" "$src" --layers 0,1,2,3,4,5,6,7 --final post-norm --tol 1e-4
+
+# MoE: a missing expert is found by the rank that owns it (expert 5 is rank 1's at TP 4), which
+# alone reports it; the others exit with its code.
+moe="$E3_GOLDEN_DIR/s_dsv3_group"
+rm -rf "$work/missing_expert"
+mkdir -p "$work/missing_expert"
+cp "$moe/config.json" "$moe/model.safetensors" "$work/missing_expert/"
+"$E3_ST_INDEX" "$work/missing_expert/model.safetensors" --drop model.layers.1.mlp.experts.5.up_proj.weight \
+  > "$work/missing_expert/model.safetensors.index.json"
+LOG="$work/missing_expert.log"
+run 4 --model "$work/missing_expert" --data "$moe/input.jsonl" --out "$work/out9" --layers 0,1,2
+expect_failure 4 "\[r1/4 tp1 dp0\] critical: rank 1: model error: tensor 'model.layers.1.mlp.experts.5.up_proj.weight' not found" "$work/out9"
+
+rm -rf "$work/expert_shape"
+mkdir -p "$work/expert_shape"
+cp "$moe/model.safetensors" "$work/expert_shape/"
+sed 's/"moe_intermediate_size": 32/"moe_intermediate_size": 64/' "$moe/config.json" > "$work/expert_shape/config.json"
+LOG="$work/expert_shape.log"
+run 2 --model "$work/expert_shape" --data "$moe/input.jsonl" --out "$work/out10" --layers 0,1,2
+expect_failure 4 "tensor 'model.layers.1.mlp.experts.0.gate_proj.weight' in .*/expert_shape/model.safetensors has shape \[32, 128\], expected \[64, 128\]" "$work/out10"
+

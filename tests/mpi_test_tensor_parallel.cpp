@@ -75,7 +75,8 @@ TEST_P(TensorParallel, MatchesSingleRankAndAgreesAcrossRanks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, TensorParallel,
-                         ::testing::Values("dev_llama3", "s_qwen3_kv1_bias", "llama_linear_bias"));
+                         ::testing::Values("dev_llama3", "s_qwen3_kv1_bias", "llama_linear_bias", "dev_kimi_k2",
+                                           "s_qwen3_moe_b", "s_dsv2_grouped"));
 
 }  // namespace
 }  // namespace e3

@@ -62,14 +62,22 @@ struct RouterParams {
   float routed_scaling_factor = 1.0f;  // then multiplied by this
 };
 
-// The routed experts one rank owns in one MoE layer, stacked: local expert e is rows
-// [e*I, (e+1)*I) of gate and up and rows [e*H, (e+1)*H) of down.
+// The routed experts one rank owns in one MoE layer, stacked: local expert e's gate is rows
+// [2eI, 2eI + I) of gate_up and its up projection the next I rows; its down projection is
+// rows [eH, (e+1)H) of down.
 struct ExpertStack {
-  Tensor gate;  // [num_experts * I, H]
-  Tensor up;    // [num_experts * I, H]
-  Tensor down;  // [num_experts * H, I]
+  Tensor gate_up;  // [num_experts * 2I, H]
+  Tensor down;     // [num_experts * H, I]
   int first_expert = 0;  // global id of local expert 0
   int num_experts = 0;
+  int64_t intermediate = 0;
+};
+
+// The largest MoE layer a workspace must serve (for Backend::moe_scratch_bytes).
+struct MoeScratchShape {
+  int top_k = 0;
+  int local_experts = 0;
+  int64_t hidden = 0;
   int64_t intermediate = 0;
 };
 
@@ -98,6 +106,11 @@ class Backend {
   virtual void linear(Tensor x, Tensor w, const Tensor* bias, Tensor y) = 0;
   // out = x / rms(x) * weight, row by row. weight [1, cols]. out may alias x.
   virtual void rmsnorm(Tensor x, Tensor weight, float eps, Tensor out) = 0;
+  // residual += x, then out = rmsnorm(residual): the step between two sub-layers.
+  virtual void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out) = 0;
+  // In place, each head_dim-wide chunk of every row normalised on its own (Qwen3's q/k norm).
+  // weight [1, head_dim]; x may be a strided view.
+  virtual void rmsnorm_heads(Tensor x, int head_dim, Tensor weight, float eps) = 0;
   // acc += x
   virtual void add_inplace(Tensor acc, Tensor x) = 0;
   // acc += bias broadcast over rows. bias [1, cols].
@@ -117,9 +130,11 @@ class Backend {
   virtual void moe_route(Tensor logits, const Tensor* correction_bias, const RouterParams& p, Tensor topk_ids,
                          Tensor topk_weights) = 0;
   // out [tokens, H] = sum over the (token, slot) pairs routed to this rank's experts of
-  // weight * down(silu(gate(x)) * up(x)). out is overwritten.
-  virtual void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& experts,
-                           Tensor out) = 0;
+  // weight * down(silu(gate(x)) * up(x)). out is overwritten. `scratch` is a byte buffer of at
+  // least moe_scratch_bytes(tokens, ...) bytes.
+  virtual void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& experts, Tensor out,
+                           Tensor scratch) = 0;
+  virtual size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape) const = 0;
   // MLA: kv [tokens, heads * (nope + v)] per head [k_nope | v], and the shared rotated key
   // k_rot [tokens, rope] -> k [tokens, heads * (nope + rope)] per head [k_nope | k_rot], and
   // v [tokens, heads * v].

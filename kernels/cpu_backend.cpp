@@ -59,6 +59,12 @@ class CpuBackend final : public Backend {
   void rmsnorm(Tensor x, Tensor weight, float eps, Tensor out) override {
     cpu::rmsnorm(x, weight, eps, out);
   }
+  void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out) override {
+    cpu::add_rmsnorm(residual, x, weight, eps, out);
+  }
+  void rmsnorm_heads(Tensor x, int head_dim, Tensor weight, float eps) override {
+    cpu::rmsnorm_heads(x, head_dim, weight, eps);
+  }
   void add_inplace(Tensor acc, Tensor x) override { cpu::add_inplace(acc, x); }
   void add_bias(Tensor acc, Tensor bias) override { cpu::add_bias(acc, bias); }
   void rope(Tensor x, const RopeParams& p, const RopeTable& table, const SequenceLayout& seqs) override {
@@ -72,8 +78,12 @@ class CpuBackend final : public Backend {
   void moe_route(Tensor logits, const Tensor* bias, const RouterParams& p, Tensor ids, Tensor weights) override {
     cpu::moe_route(logits, bias, p, ids, weights);
   }
-  void moe_experts(Tensor x, Tensor ids, Tensor weights, const ExpertStack& experts, Tensor out) override {
-    cpu::moe_experts(x, ids, weights, experts, out, moe_scratch_);
+  void moe_experts(Tensor x, Tensor ids, Tensor weights, const ExpertStack& experts, Tensor out,
+                   Tensor scratch) override {
+    cpu::moe_experts(x, ids, weights, experts, out, scratch);
+  }
+  size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape) const override {
+    return cpu::moe_scratch_bytes(tokens, shape);
   }
   void mla_expand_kv(Tensor kv, Tensor k_rot, int heads, int nope_dim, int v_dim, Tensor k, Tensor v) override {
     cpu::mla_expand_kv(kv, k_rot, heads, nope_dim, v_dim, k, v);
@@ -82,7 +92,6 @@ class CpuBackend final : public Backend {
  private:
   int threads_;
   std::vector<float> attention_scratch_;
-  std::vector<float> moe_scratch_;
 };
 
 }  // namespace

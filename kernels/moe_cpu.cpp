@@ -84,18 +84,24 @@ void moe_route(Tensor logits, const Tensor* correction_bias, const RouterParams&
   }
 }
 
+size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& s) {
+  // Every routed row of one expert at most: gathered x, gate|up, down output.
+  const auto rows = static_cast<size_t>(tokens) * static_cast<size_t>(std::min(s.top_k, s.local_experts));
+  return rows * static_cast<size_t>(s.hidden + 2 * s.intermediate + s.hidden) * sizeof(float);
+}
+
 void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& ex, Tensor out,
-                 std::vector<float>& scratch) {
+                 Tensor scratch) {
   require_f32(x, "moe x");
   require_f32(out, "moe out");
   require_f32(topk_weights, "moe weights");
   const int64_t M = x.rows, H = x.cols, I = ex.intermediate, K = topk_ids.cols;
   E3_REQUIRE(out.rows == M && out.cols == H && topk_ids.rows == M && topk_weights.rows == M && topk_weights.cols == K &&
-                 ex.gate.rows == ex.num_experts * I && ex.gate.cols == H && ex.up.rows == ex.gate.rows &&
+                 ex.gate_up.rows == ex.num_experts * 2 * I && ex.gate_up.cols == H &&
                  ex.down.rows == ex.num_experts * H && ex.down.cols == I,
-             ErrorKind::Internal, "moe_experts: x {} ids {} out {} gate {} up {} down {} experts {} I {}",
-             x.shape_str(), topk_ids.shape_str(), out.shape_str(), ex.gate.shape_str(), ex.up.shape_str(),
-             ex.down.shape_str(), ex.num_experts, I);
+             ErrorKind::Internal, "moe_experts: x {} ids {} out {} gate_up {} down {} experts {} I {}",
+             x.shape_str(), topk_ids.shape_str(), out.shape_str(), ex.gate_up.shape_str(), ex.down.shape_str(),
+             ex.num_experts, I);
   for (int64_t t = 0; t < M; ++t) std::fill(out.as<float>() + t * out.stride, out.as<float>() + t * out.stride + H, 0.0f);
 
   // Tokens grouped by local expert, in token order: (token, weight).
@@ -108,23 +114,22 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
     }
   size_t most = 0;
   for (const auto& r : routed) most = std::max(most, r.size());
-  const size_t need = most * static_cast<size_t>(H + 3 * I + H);
-  if (scratch.size() < need) scratch.resize(need);
+  E3_REQUIRE(most * static_cast<size_t>(H + 2 * I + H) * sizeof(float) <= scratch.bytes(), ErrorKind::Internal,
+             "moe scratch of {} bytes is too small for {} rows", scratch.bytes(), most);
 
   for (int e = 0; e < ex.num_experts; ++e) {
     const auto& rows = routed[static_cast<size_t>(e)];
     if (rows.empty()) continue;
     const auto n = static_cast<int64_t>(rows.size());
-    float* base = scratch.data();
+    float* base = scratch.as<float>();
     Tensor in(base, DType::F32, n, H);
-    Tensor gate(base + n * H, DType::F32, n, I);
-    Tensor up(base + n * (H + I), DType::F32, n, I);
+    Tensor gate_up(base + n * H, DType::F32, n, 2 * I);
+    Tensor gate = gate_up.col_slice(0, I), up = gate_up.col_slice(I, I);
     Tensor down(base + n * (H + 2 * I), DType::F32, n, H);
     for (int64_t r = 0; r < n; ++r)
       std::copy(x.as<float>() + rows[static_cast<size_t>(r)].first * x.stride,
                 x.as<float>() + rows[static_cast<size_t>(r)].first * x.stride + H, in.as<float>() + r * H);
-    linear(in, ex.gate.row_slice(e * I, I), nullptr, gate);
-    linear(in, ex.up.row_slice(e * I, I), nullptr, up);
+    linear(in, ex.gate_up.row_slice(e * 2 * I, 2 * I), nullptr, gate_up);
     silu_mul(gate, up, gate);
     linear(gate, ex.down.row_slice(e * H, H), nullptr, down);
     for (int64_t r = 0; r < n; ++r) {

@@ -25,4 +25,22 @@ void rmsnorm(Tensor x, Tensor weight, float eps, Tensor out) {
   }
 }
 
+void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out) {
+  add_inplace(residual, x);
+  rmsnorm(residual, weight, eps, out);
+}
+
+void rmsnorm_heads(Tensor x, int head_dim, Tensor weight, float eps) {
+  require_f32(x, "rmsnorm_heads x");
+  E3_REQUIRE(head_dim > 0 && x.cols % head_dim == 0 && weight.numel() == head_dim, ErrorKind::Internal,
+             "rmsnorm_heads: x {} head_dim {} weight {}", x.shape_str(), head_dim, weight.shape_str());
+  const int64_t heads = x.cols / head_dim;
+  // Each head of each row is one row of a [rows * heads, head_dim] view with stride head_dim,
+  // except that rows are x.stride apart: normalise row by row.
+  for (int64_t r = 0; r < x.rows; ++r) {
+    Tensor row(static_cast<float*>(x.data) + r * x.stride, DType::F32, heads, head_dim);
+    rmsnorm(row, weight, eps, row);
+  }
+}
+
 }  // namespace e3::kernels::cpu

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "kernels/backend.h"
 #include "kernels/error.h"
 
@@ -19,6 +21,8 @@ class PlanningBackend final : public Backend {
   void embedding(Tensor, Tensor, Tensor) override { refuse(); }
   void linear(Tensor, Tensor, const Tensor*, Tensor) override { refuse(); }
   void rmsnorm(Tensor, Tensor, float, Tensor) override { refuse(); }
+  void add_rmsnorm(Tensor, Tensor, Tensor, float, Tensor) override { refuse(); }
+  void rmsnorm_heads(Tensor, int, Tensor, float) override { refuse(); }
   void add_inplace(Tensor, Tensor) override { refuse(); }
   void add_bias(Tensor, Tensor) override { refuse(); }
   void rope(Tensor, const RopeParams&, const RopeTable&, const SequenceLayout&) override { refuse(); }
@@ -27,7 +31,13 @@ class PlanningBackend final : public Backend {
   }
   void silu_mul(Tensor, Tensor, Tensor) override { refuse(); }
   void moe_route(Tensor, const Tensor*, const RouterParams&, Tensor, Tensor) override { refuse(); }
-  void moe_experts(Tensor, Tensor, Tensor, const ExpertStack&, Tensor) override { refuse(); }
+  void moe_experts(Tensor, Tensor, Tensor, const ExpertStack&, Tensor, Tensor) override { refuse(); }
+  // Sized as the CUDA backend sizes it: the planner stands for the GPU in `info`.
+  size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& s) const override {
+    const auto rows = static_cast<size_t>(tokens) * static_cast<size_t>(std::min(s.top_k, s.local_experts));
+    return rows * static_cast<size_t>(2 * s.hidden + 3 * s.intermediate) * dtype_size(dtype_) +
+           static_cast<size_t>(tokens) * static_cast<size_t>(s.top_k) * 8 + 4096;
+  }
   void mla_expand_kv(Tensor, Tensor, int, int, int, Tensor, Tensor) override { refuse(); }
 
  private:

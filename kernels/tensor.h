@@ -19,7 +19,7 @@ struct Tensor {
   Tensor(void* d, DType t, int64_t r, int64_t c) : data(d), dtype(t), rows(r), cols(c), stride(c) {}
   Tensor(void* d, DType t, int64_t r, int64_t c, int64_t s) : data(d), dtype(t), rows(r), cols(c), stride(s) {}
 
-  bool contiguous() const { return stride == cols; }
+  bool contiguous() const { return stride == cols || rows <= 1; }
   int64_t numel() const { return rows * cols; }
   size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
 

@@ -17,6 +17,13 @@ void WorkspaceNeeds::need(Scratch s, int64_t cols, DType dtype) {
   b = std::max(b, static_cast<size_t>(cols) * kernels::dtype_size(dtype));
 }
 
+void WorkspaceNeeds::need_moe(const kernels::MoeScratchShape& m) {
+  moe.top_k = std::max(moe.top_k, m.top_k);
+  moe.local_experts = std::max(moe.local_experts, m.local_experts);
+  moe.hidden = std::max(moe.hidden, m.hidden);
+  moe.intermediate = std::max(moe.intermediate, m.intermediate);
+}
+
 size_t Workspace::bytes() const {
   size_t n = ids.bytes() + positions.bytes() + cu_seqlens.bytes() + residual.bytes() + normed.bytes() + partial.bytes();
   for (const kernels::DeviceBuffer& b : scratch) n += b.bytes();
@@ -39,14 +46,22 @@ class GqaAttention final : public AttentionBlock {
     const int64_t kv_begin = s_.num_kv_heads >= tp.size ? tp.rank * kv_heads_ : q_begin / group;
     const int64_t q_rows = s_.num_heads * hd, kv_rows = s_.num_kv_heads * hd;
 
-    q_proj_ = loader.load(WeightSpec::row_block(names.q + ".weight", {q_rows, H}, q_begin * hd, heads_ * hd));
-    k_proj_ = loader.load(WeightSpec::row_block(names.k + ".weight", {kv_rows, H}, kv_begin * hd, kv_heads_ * hd));
-    v_proj_ = loader.load(WeightSpec::row_block(names.v + ".weight", {kv_rows, H}, kv_begin * hd, kv_heads_ * hd));
-    o_proj_ = loader.load(WeightSpec::col_block(names.o + ".weight", {H, q_rows}, q_begin * hd, heads_ * hd));
+    // q, k and v as one [q | k | v] weight: one GEMM per layer instead of three.
+    const int64_t qn = heads_ * hd, kvn = kv_heads_ * hd;
+    qkv_ = loader.allocate(qn + 2 * kvn, H);
+    loader.load_into(WeightSpec::row_block(names.q + ".weight", {q_rows, H}, q_begin * hd, qn), qkv_.row_slice(0, qn));
+    loader.load_into(WeightSpec::row_block(names.k + ".weight", {kv_rows, H}, kv_begin * hd, kvn),
+                     qkv_.row_slice(qn, kvn));
+    loader.load_into(WeightSpec::row_block(names.v + ".weight", {kv_rows, H}, kv_begin * hd, kvn),
+                     qkv_.row_slice(qn + kvn, kvn));
+    o_proj_ = loader.load(WeightSpec::col_block(names.o + ".weight", {H, q_rows}, q_begin * hd, qn));
     if (s_.qkv_bias) {
-      q_bias_ = loader.load(WeightSpec::row_block(names.q + ".bias", {q_rows}, q_begin * hd, heads_ * hd));
-      k_bias_ = loader.load(WeightSpec::row_block(names.k + ".bias", {kv_rows}, kv_begin * hd, kv_heads_ * hd));
-      v_bias_ = loader.load(WeightSpec::row_block(names.v + ".bias", {kv_rows}, kv_begin * hd, kv_heads_ * hd));
+      qkv_bias_ = loader.allocate(1, qn + 2 * kvn);
+      loader.load_into(WeightSpec::row_block(names.q + ".bias", {q_rows}, q_begin * hd, qn), qkv_bias_.col_slice(0, qn));
+      loader.load_into(WeightSpec::row_block(names.k + ".bias", {kv_rows}, kv_begin * hd, kvn),
+                       qkv_bias_.col_slice(qn, kvn));
+      loader.load_into(WeightSpec::row_block(names.v + ".bias", {kv_rows}, kv_begin * hd, kvn),
+                       qkv_bias_.col_slice(qn + kvn, kvn));
     }
     // The output bias is added once: by TP rank 0, before the all-reduce.
     if (s_.o_bias) {
@@ -57,26 +72,22 @@ class GqaAttention final : public AttentionBlock {
       q_norm_ = loader.load(WeightSpec::replicated(names.q_norm, {hd}));
       k_norm_ = loader.load(WeightSpec::replicated(names.k_norm, {hd}));
     }
-    needs.need(Scratch::Q, heads_ * hd, dt);
-    needs.need(Scratch::AttnOut, heads_ * hd, dt);
-    needs.need(Scratch::K, kv_heads_ * hd, dt);
-    needs.need(Scratch::V, kv_heads_ * hd, dt);
+    needs.need(Scratch::Qkv, qn + 2 * kvn, dt);
+    needs.need(Scratch::AttnOut, qn, dt);
   }
 
   void forward(Tensor normed, Tensor out, StepContext& ctx) override {
     kernels::Backend& be = ctx.backend;
     const DType dt = normed.dtype;
     const int64_t M = ctx.tokens, hd = s_.head_dim;
-    Tensor q = ctx.ws.view(Scratch::Q, dt, M, heads_ * hd);
-    Tensor k = ctx.ws.view(Scratch::K, dt, M, kv_heads_ * hd);
-    Tensor v = ctx.ws.view(Scratch::V, dt, M, kv_heads_ * hd);
-    Tensor o = ctx.ws.view(Scratch::AttnOut, dt, M, heads_ * hd);
-    be.linear(normed, q_proj_, s_.qkv_bias ? &q_bias_ : nullptr, q);
-    be.linear(normed, k_proj_, s_.qkv_bias ? &k_bias_ : nullptr, k);
-    be.linear(normed, v_proj_, s_.qkv_bias ? &v_bias_ : nullptr, v);
+    const int64_t qn = heads_ * hd, kvn = kv_heads_ * hd;
+    Tensor qkv = ctx.ws.view(Scratch::Qkv, dt, M, qn + 2 * kvn);
+    Tensor q = qkv.col_slice(0, qn), k = qkv.col_slice(qn, kvn), v = qkv.col_slice(qn + kvn, kvn);
+    Tensor o = ctx.ws.view(Scratch::AttnOut, dt, M, qn);
+    be.linear(normed, qkv_, s_.qkv_bias ? &qkv_bias_ : nullptr, qkv);
     if (s_.qk_norm) {
-      be.rmsnorm(q.reshaped(hd), q_norm_, s_.norm_eps, q.reshaped(hd));
-      be.rmsnorm(k.reshaped(hd), k_norm_, s_.norm_eps, k.reshaped(hd));
+      be.rmsnorm_heads(q, static_cast<int>(hd), q_norm_, s_.norm_eps);
+      be.rmsnorm_heads(k, static_cast<int>(hd), k_norm_, s_.norm_eps);
     }
     kernels::RopeParams rq{static_cast<int>(heads_), static_cast<int>(hd), 0, s_.rot_dim, false};
     kernels::RopeParams rk{static_cast<int>(kv_heads_), static_cast<int>(hd), 0, s_.rot_dim, false};
@@ -95,14 +106,10 @@ class GqaAttention final : public AttentionBlock {
  private:
   GqaShape s_;
   int64_t heads_ = 0, kv_heads_ = 0;
-  Tensor q_proj_;   // [heads * head_dim, H]
-  Tensor k_proj_;   // [kv_heads * head_dim, H]
-  Tensor v_proj_;   // [kv_heads * head_dim, H]
-  Tensor o_proj_;   // [H, heads * head_dim]
-  Tensor q_bias_;   // [1, heads * head_dim]
-  Tensor k_bias_;   // [1, kv_heads * head_dim]
-  Tensor v_bias_;   // [1, kv_heads * head_dim]
-  Tensor o_bias_;   // [1, H], TP rank 0 only
+  Tensor qkv_;       // [(heads + 2 kv_heads) * head_dim, H]: q | k | v rows
+  Tensor o_proj_;    // [H, heads * head_dim]
+  Tensor qkv_bias_;  // [1, (heads + 2 kv_heads) * head_dim]
+  Tensor o_bias_;    // [1, H], TP rank 0 only
   Tensor q_norm_;   // [1, head_dim]
   Tensor k_norm_;   // [1, head_dim]
 };
@@ -209,38 +216,41 @@ class SwigluMlp final : public FfnBlock {
     const int64_t H = s_.hidden, I = s_.intermediate;
     local_ = I / tp.size;
     const int64_t begin = tp.rank * local_;
-    gate_ = loader.load(WeightSpec::row_block(names.gate + ".weight", {I, H}, begin, local_));
-    up_ = loader.load(WeightSpec::row_block(names.up + ".weight", {I, H}, begin, local_));
+    // gate and up as one [gate | up] weight: one GEMM instead of two.
+    gate_up_ = loader.allocate(2 * local_, H);
+    loader.load_into(WeightSpec::row_block(names.gate + ".weight", {I, H}, begin, local_), gate_up_.row_slice(0, local_));
+    loader.load_into(WeightSpec::row_block(names.up + ".weight", {I, H}, begin, local_),
+                     gate_up_.row_slice(local_, local_));
     down_ = loader.load(WeightSpec::col_block(names.down + ".weight", {H, I}, begin, local_));
     if (s_.bias) {
-      gate_bias_ = loader.load(WeightSpec::row_block(names.gate + ".bias", {I}, begin, local_));
-      up_bias_ = loader.load(WeightSpec::row_block(names.up + ".bias", {I}, begin, local_));
+      gate_up_bias_ = loader.allocate(1, 2 * local_);
+      loader.load_into(WeightSpec::row_block(names.gate + ".bias", {I}, begin, local_),
+                       gate_up_bias_.col_slice(0, local_));
+      loader.load_into(WeightSpec::row_block(names.up + ".bias", {I}, begin, local_),
+                       gate_up_bias_.col_slice(local_, local_));
       Tensor b = loader.load(WeightSpec::replicated(names.down + ".bias", {H}));
       if (tp.rank == 0) down_bias_ = b;
     }
-    needs.need(Scratch::Gate, local_, dt);
-    needs.need(Scratch::Up, local_, dt);
+    needs.need(Scratch::GateUp, 2 * local_, dt);
+    needs.need(Scratch::Act, local_, dt);
   }
 
   void forward(Tensor normed, Tensor out, StepContext& ctx) override {
     kernels::Backend& be = ctx.backend;
-    Tensor gate = ctx.ws.view(Scratch::Gate, normed.dtype, ctx.tokens, local_);
-    Tensor up = ctx.ws.view(Scratch::Up, normed.dtype, ctx.tokens, local_);
-    be.linear(normed, gate_, s_.bias ? &gate_bias_ : nullptr, gate);
-    be.linear(normed, up_, s_.bias ? &up_bias_ : nullptr, up);
-    be.silu_mul(gate, up, gate);
-    be.linear(gate, down_, down_bias_.data ? &down_bias_ : nullptr, out);
+    Tensor gate_up = ctx.ws.view(Scratch::GateUp, normed.dtype, ctx.tokens, 2 * local_);
+    Tensor act = ctx.ws.view(Scratch::Act, normed.dtype, ctx.tokens, local_);
+    be.linear(normed, gate_up_, s_.bias ? &gate_up_bias_ : nullptr, gate_up);
+    be.silu_mul(gate_up.col_slice(0, local_), gate_up.col_slice(local_, local_), act);
+    be.linear(act, down_, down_bias_.data ? &down_bias_ : nullptr, out);
   }
 
  private:
   MlpShape s_;
   int64_t local_ = 0;
-  Tensor gate_;       // [I / tp, H]
-  Tensor up_;         // [I / tp, H]
-  Tensor down_;       // [H, I / tp]
-  Tensor gate_bias_;  // [1, I / tp]
-  Tensor up_bias_;    // [1, I / tp]
-  Tensor down_bias_;  // [1, H], TP rank 0 only
+  Tensor gate_up_;       // [2 I / tp, H]: gate rows then up rows
+  Tensor down_;          // [H, I / tp]
+  Tensor gate_up_bias_;  // [1, 2 I / tp]
+  Tensor down_bias_;     // [1, H], TP rank 0 only
 };
 
 class MoeFfn final : public FfnBlock {
@@ -249,21 +259,23 @@ class MoeFfn final : public FfnBlock {
          DType dt)
       : s_(shape) {
     const int64_t H = s_.hidden, I = s_.intermediate, E = s_.num_experts;
-    // The router runs on every rank for every token, in fp32 as HF does.
-    gate_ = loader.load(with_fp32(WeightSpec::replicated(names.gate, {E, H})));
+    // The router runs on every rank for every token with fp32 logits, as HF does; its weight is
+    // exact in the compute dtype (a bf16 checkpoint's values), the correction bias is not.
+    gate_ = loader.load(WeightSpec::replicated(names.gate, {E, H}));
     if (s_.correction_bias) correction_bias_ = loader.load(with_fp32(WeightSpec::replicated(names.correction_bias, {E})));
     // Expert parallelism: this rank's E / tp experts, each loaded whole, nothing of the others.
     experts_.num_experts = static_cast<int>(E / tp.size);
     experts_.first_expert = tp.rank * experts_.num_experts;
     experts_.intermediate = I;
     const int64_t n = experts_.num_experts;
-    experts_.gate = loader.allocate(n * I, H);
-    experts_.up = loader.allocate(n * I, H);
+    experts_.gate_up = loader.allocate(n * 2 * I, H);
     experts_.down = loader.allocate(n * H, I);
     for (int64_t e = 0; e < n; ++e) {
       const std::string base = fmt::format(fmt::runtime(names.expert), experts_.first_expert + e);
-      loader.load_into(WeightSpec::replicated(base + ".gate_proj.weight", {I, H}), experts_.gate.row_slice(e * I, I));
-      loader.load_into(WeightSpec::replicated(base + ".up_proj.weight", {I, H}), experts_.up.row_slice(e * I, I));
+      loader.load_into(WeightSpec::replicated(base + ".gate_proj.weight", {I, H}),
+                       experts_.gate_up.row_slice(2 * e * I, I));
+      loader.load_into(WeightSpec::replicated(base + ".up_proj.weight", {I, H}),
+                       experts_.gate_up.row_slice((2 * e + 1) * I, I));
       loader.load_into(WeightSpec::replicated(base + ".down_proj.weight", {H, I}), experts_.down.row_slice(e * H, H));
     }
     if (s_.shared_intermediate > 0)
@@ -274,6 +286,7 @@ class MoeFfn final : public FfnBlock {
     needs.need(Scratch::TopkIds, k, DType::I32);
     needs.need(Scratch::TopkWeights, k, DType::F32);
     if (shared_) needs.need(Scratch::MoeShared, H, dt);
+    needs.need_moe({static_cast<int>(k), experts_.num_experts, H, I});
   }
 
   void forward(Tensor normed, Tensor out, StepContext& ctx) override {
@@ -284,7 +297,7 @@ class MoeFfn final : public FfnBlock {
     Tensor weights = ctx.ws.view(Scratch::TopkWeights, DType::F32, M, k);
     be.linear(normed, gate_, nullptr, logits);
     be.moe_route(logits, correction_bias_.data ? &correction_bias_ : nullptr, s_.router, ids, weights);
-    be.moe_experts(normed, ids, weights, experts_, out);
+    be.moe_experts(normed, ids, weights, experts_, out, ctx.ws.moe_work);
     if (shared_) {
       Tensor shared = ctx.ws.view(Scratch::MoeShared, normed.dtype, M, s_.hidden);
       shared_->forward(normed, shared, ctx);
@@ -300,7 +313,7 @@ class MoeFfn final : public FfnBlock {
   MoeShape s_;
   Tensor gate_;             // [E, H] fp32, replicated
   Tensor correction_bias_;  // [1, E] fp32 (noaux_tc)
-  kernels::ExpertStack experts_;  // this rank's experts: gate/up [E/tp * I, H], down [E/tp * H, I]
+  kernels::ExpertStack experts_;  // this rank's experts: gate_up [E/tp * 2I, H], down [E/tp * H, I]
   std::unique_ptr<SwigluMlp> shared_;
 };
 

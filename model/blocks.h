@@ -17,18 +17,20 @@ namespace e3::model {
 
 // Scratch activations a block may need, each [tokens, cols] for the largest cols any block asks.
 enum class Scratch {
-  Q, K, V, AttnOut,                                // attention
-  QLatent, KvCompressed, KvLatent, KvExpanded,     // MLA's low-rank path
-  Gate, Up,                                        // MLPs
-  RouterLogits, TopkIds, TopkWeights, MoeShared,   // MoE
+  Qkv, Q, K, V, AttnOut,                                   // attention (GQA: fused q|k|v)
+  QLatent, KvCompressed, KvLatent, KvExpanded,             // MLA's low-rank path
+  GateUp, Act,                                             // MLPs: fused gate|up, then silu(gate) * up
+  RouterLogits, TopkIds, TopkWeights, MoeShared, MoeWork,  // MoE
   kCount
 };
 
 // Bytes per token of each scratch slot, merged over all blocks so that the workspace is
-// allocated once, before the first step.
+// allocated once, before the first step. MoeWork is sized by the backend from `moe`.
 struct WorkspaceNeeds {
   std::array<size_t, static_cast<size_t>(Scratch::kCount)> bytes_per_token{};
+  kernels::MoeScratchShape moe;
   void need(Scratch s, int64_t cols, kernels::DType dtype);
+  void need_moe(const kernels::MoeScratchShape& shape);
 };
 
 // Activation memory for one step, sized from the token budget and shared by all layers.
@@ -38,6 +40,7 @@ struct Workspace {
   kernels::DeviceBuffer normed;                      // [tokens, H]
   kernels::DeviceBuffer partial;                     // [tokens, H]: a block's output before the all-reduce
   std::array<kernels::DeviceBuffer, static_cast<size_t>(Scratch::kCount)> scratch;
+  kernels::Tensor moe_work;  // the MoeWork slot as bytes, for Backend::moe_experts
 
   kernels::Tensor view(Scratch s, kernels::DType dtype, int64_t rows, int64_t cols) const {
     return scratch[static_cast<size_t>(s)].view(dtype, rows, cols);

@@ -74,16 +74,19 @@ class DecoderModel final : public Model {
 
     be.embedding(ids, parts_.embed, x);
     if (sink && sink->wants(0)) sink->capture(0, x);
+    be.rmsnorm(x, parts_.layers[0].input_norm, eps, h);
     for (int l = 0; l < L; ++l) {
       DecoderLayer& layer = parts_.layers[static_cast<size_t>(l)];
-      be.rmsnorm(x, layer.input_norm, eps, h);
       layer.attention->forward(h, partial, ctx);
       comm_->all_reduce_sum(partial);
-      be.add_inplace(x, partial);
-      be.rmsnorm(x, layer.post_attention_norm, eps, h);
+      be.add_rmsnorm(x, partial, layer.post_attention_norm, eps, h);
       layer.ffn->forward(h, partial, ctx);
       comm_->all_reduce_sum(partial);
-      be.add_inplace(x, partial);
+      // The residual add is fused with the next layer's input norm.
+      if (l + 1 < L)
+        be.add_rmsnorm(x, partial, parts_.layers[static_cast<size_t>(l + 1)].input_norm, eps, h);
+      else
+        be.add_inplace(x, partial);
       // Id l+1 is this layer's output; id L does not exist (the final state is separate).
       if (sink && l + 1 < L && sink->wants(l + 1)) sink->capture(l + 1, x);
     }
@@ -110,6 +113,12 @@ class DecoderModel final : public Model {
     for (size_t s = 0; s < ws_.scratch.size(); ++s) {
       const size_t per_token = parts_.needs.bytes_per_token[s];
       if (per_token) ws_.scratch[s] = be.allocate(M * per_token);
+    }
+    if (parts_.needs.moe.local_experts > 0) {
+      const size_t bytes = be.moe_scratch_bytes(opt_.max_tokens, parts_.needs.moe);
+      auto& slot = ws_.scratch[static_cast<size_t>(Scratch::MoeWork)];
+      slot = be.allocate(bytes);
+      ws_.moe_work = slot.view(DType::I32, 1, static_cast<int64_t>(bytes / 4));
     }
   }
 

@@ -16,6 +16,7 @@ namespace {
 
 using e3::kernels::DType;
 using e3::kernels::ExpertStack;
+using e3::kernels::MoeScratchShape;
 using e3::kernels::Tensor;
 using e3::test::random_floats;
 namespace cpu = e3::kernels::cpu;
@@ -44,6 +45,7 @@ double rel_err(const std::vector<float>& got, const std::vector<float>& want) {
 struct Experts {
   int64_t E, H, I;
   std::vector<float> gate, up, down;
+  std::vector<float> gate_up;  // per expert: its I gate rows, then its I up rows
 
   Experts(int64_t experts, int64_t hidden, int64_t inter, uint64_t seed)
       : E(experts), H(hidden), I(inter),
@@ -53,9 +55,13 @@ struct Experts {
 
   // Local experts [first, first + count) of the layer.
   ExpertStack stack(int first, int count) {
+    gate_up.assign(static_cast<size_t>(E * 2 * I * H), 0.0f);
+    for (int64_t e = 0; e < E; ++e) {
+      std::copy(gate.begin() + e * I * H, gate.begin() + (e + 1) * I * H, gate_up.begin() + 2 * e * I * H);
+      std::copy(up.begin() + e * I * H, up.begin() + (e + 1) * I * H, gate_up.begin() + (2 * e + 1) * I * H);
+    }
     ExpertStack s;
-    s.gate = Tensor(gate.data(), DType::F32, E * I, H).row_slice(first * I, count * I);
-    s.up = Tensor(up.data(), DType::F32, E * I, H).row_slice(first * I, count * I);
+    s.gate_up = Tensor(gate_up.data(), DType::F32, E * 2 * I, H).row_slice(first * 2 * I, count * 2 * I);
     s.down = Tensor(down.data(), DType::F32, E * H, I).row_slice(first * H, count * H);
     s.first_expert = first;
     s.num_experts = count;
@@ -105,9 +111,11 @@ std::vector<double> ref_moe(const std::vector<float>& x, const std::vector<int32
 std::vector<float> run_moe(std::vector<float>& x, std::vector<int32_t>& ids, std::vector<float>& w, int64_t M,
                            int64_t K, const ExpertStack& stack, int64_t H) {
   std::vector<float> out(static_cast<size_t>(M * H), 1234.5f);
-  std::vector<float> scratch;
+  const MoeScratchShape shape{static_cast<int>(K), stack.num_experts, H, stack.intermediate};
+  std::vector<float> scratch(cpu::moe_scratch_bytes(M, shape) / sizeof(float));
   cpu::moe_experts(Tensor(x.data(), DType::F32, M, H), Tensor(ids.data(), DType::I32, M, K),
-                   Tensor(w.data(), DType::F32, M, K), stack, Tensor(out.data(), DType::F32, M, H), scratch);
+                   Tensor(w.data(), DType::F32, M, K), stack, Tensor(out.data(), DType::F32, M, H),
+                   Tensor(scratch.data(), DType::F32, 1, static_cast<int64_t>(scratch.size())));
   return out;
 }
 

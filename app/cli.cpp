@@ -30,6 +30,12 @@ Request parse_command_line(int argc, char** argv) {
   app.add_option("--final", final_mode, "also store the last layer: post-norm | pre-norm | none")->capture_default_str();
   app.add_option("--tp", rc.tp, "tensor-parallel size; default: all ranks. DP = ranks / TP");
   app.add_option("--backend", rc.backend, "auto | cuda | cpu (auto = cuda if a GPU is visible)")->capture_default_str();
+  app.add_option("--comm", rc.comm,
+                 "TP communicator: auto | nccl | mpi (auto = nccl when every rank has its own GPU, else mpi)")
+      ->capture_default_str();
+  app.add_option("--collective-timeout", rc.collective_timeout_s,
+                 "seconds one step may take before the watchdog ends the job (a stuck collective)")
+      ->capture_default_str();
   app.add_option("--dtype", dtype, "storage dtype of hidden states: bf16 | fp16 | fp32")->capture_default_str();
   app.add_option("--max-seq-len", rc.max_seq_len, "longest sample; longer ones follow --on-long")->capture_default_str();
   app.add_option("--on-long", on_long, "samples over --max-seq-len: skip | truncate | error")->capture_default_str();
@@ -101,6 +107,7 @@ Request parse_command_line(int argc, char** argv) {
   E3_REQUIRE(rc.max_tokens_per_step > 0, ErrorKind::Usage, "--max-tokens-per-step must be positive");
   E3_REQUIRE(rc.samples_per_shard > 0, ErrorKind::Usage, "--samples-per-shard must be positive");
   E3_REQUIRE(rc.progress_interval_s > 0, ErrorKind::Usage, "--progress-interval must be positive");
+  E3_REQUIRE(rc.collective_timeout_s > 0, ErrorKind::Usage, "--collective-timeout must be positive");
   return req;
 }
 

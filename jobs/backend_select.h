@@ -5,12 +5,18 @@
 
 #include "jobs/run_config.h"
 #include "kernels/backend.h"
+#include "parallel/communicator.h"
 #include "parallel/mpi_env.h"
 
 namespace e3::jobs {
 
 // The name of the backend --backend resolves to on this machine ("cpu" or "cuda").
 std::string resolve_backend(const std::string& requested);
+// CPU: threads shared among the node's ranks. CUDA: GPU local_rank % visible GPUs.
 std::unique_ptr<kernels::Backend> make_backend(const RunConfig& rc, const parallel::Grid& grid);
+// The TP group's communicator: NCCL when every rank of the node has its own GPU (or when
+// asked for; refused when ranks share a GPU), else MPI.
+std::unique_ptr<parallel::Communicator> make_communicator(const RunConfig& rc, const parallel::Grid& grid,
+                                                          kernels::Backend& backend);
 
 }  // namespace e3::jobs

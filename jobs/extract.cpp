@@ -19,6 +19,7 @@
 #include "jobs/output_dir.h"
 #include "jobs/plan.h"
 #include "jobs/progress.h"
+#include "jobs/watchdog.h"
 #include "kernels/error.h"
 #include "model/model.h"
 #include "parallel/agreement.h"
@@ -222,13 +223,15 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
   model::ModelOptions mo{grid.tp_rank(), grid.tp_size(), rc.max_tokens_per_step, rc.max_seq_len};
   agreed_phase(grid, [&] {
     backend = make_backend(rc, grid);
-    comm = parallel::make_mpi_communicator(grid.tp_comm());
+    comm = make_communicator(rc, grid, *backend);
     const auto t0 = Clock::now();
     model = model::load_model(mc, *ckpt, *backend, *comm, mo);
     spdlog::info("ready on {}: {:.1f} MiB of weights loaded in {:.2f} s, workspace {:.1f} MiB",
                  backend->device_description(), model->weight_bytes() / 1048576.0,
                  std::chrono::duration<double>(Clock::now() - t0).count(), model->workspace_bytes() / 1048576.0);
   });
+
+  Watchdog watchdog(*comm, rc.collective_timeout_s, grid.world_rank());
 
   // Phase 3: the steps of this DP group. Every TP rank forms the same batches.
   const std::vector<const ShardPlan*> todo = plan.pending_for(grid.dp_rank());
@@ -277,6 +280,7 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
   };
 
   const InjectedFault fault = injected_fault();
+  int64_t step_index = 0;
   model::HostBatch batch;
   std::vector<StepSample> step;
   size_t shard_pos = 0;
@@ -310,8 +314,11 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
         E3_REQUIRE(ss.record->index != fault.sample, ErrorKind::Internal,
                    "injected failure before the step holding sample {} (E3_FAIL_AT_SAMPLE)", fault.sample);
 
+    watchdog.step_begin(step_index++);
     if (capture) capture->begin_step(batch.num_tokens());
     model->forward(batch, capture.get());
+    backend->synchronize();
+    watchdog.step_end();
     if (capture) {
       capture->audit(grid.world_rank());
       const int64_t H = mc.hidden_size;

@@ -21,6 +21,8 @@ struct RunConfig {
   model::FinalMode final_mode = model::FinalMode::PostNorm;
   int tp = 0;                              // 0: all ranks
   std::string backend = "auto";            // auto | cuda | cpu
+  std::string comm = "auto";               // auto | nccl | mpi
+  double collective_timeout_s = 600.0;     // the watchdog's limit for one step
   kernels::DType dtype = kernels::DType::BF16;
   int64_t max_seq_len = 8192;
   io::OnLong on_long = io::OnLong::Skip;

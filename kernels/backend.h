@@ -99,6 +99,8 @@ class Backend {
   virtual void download_float(Tensor src, float* host) = 0;
   // Waits until all work issued so far is done.
   virtual void synchronize() = 0;
+  // The backend's native stream (cudaStream_t for CUDA), for communicators that enqueue on it.
+  virtual void* stream_handle() const { return nullptr; }
 
   // out[i, :] = table[ids[i], :]
   virtual void embedding(Tensor ids, Tensor table, Tensor out) = 0;
@@ -145,5 +147,9 @@ class Backend {
 std::unique_ptr<Backend> make_cpu_backend(int threads);
 // A backend that only counts what would be allocated (for `info`); its ops must not run.
 std::unique_ptr<Backend> make_planning_backend(DType compute_dtype);
+// GPUs visible to this process; 0 when the build has no CUDA backend.
+int cuda_device_count();
+// Throws a usage error when the build has no CUDA backend.
+std::unique_ptr<Backend> make_cuda_backend(int device);
 
 }  // namespace e3::kernels

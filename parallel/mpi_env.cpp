@@ -17,8 +17,10 @@ std::string mpi_error_string(int code) {
 
 MpiEnv::MpiEnv(int* argc, char*** argv) {
   int provided = 0;
-  // FUNNELED: only the main thread calls MPI; helper threads (writers) do not.
-  MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  // The main thread makes every collective; a watchdog thread may only ever call MPI_Abort,
+  // which needs MULTIPLE to be legal from another thread.
+  MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+  thread_multiple_ = provided >= MPI_THREAD_MULTIPLE;
   // Errors are returned, not fatal, so that they become exceptions with a message.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
@@ -34,6 +36,14 @@ MpiEnv::~MpiEnv() {
 void MpiEnv::abort(int code) {
   MPI_Abort(MPI_COMM_WORLD, code);
   _exit(code);  // MPI_Abort does not return; this only satisfies [[noreturn]]
+}
+
+void MpiEnv::abort_from_any_thread(int code) {
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  if (provided >= MPI_THREAD_MULTIPLE) MPI_Abort(MPI_COMM_WORLD, code);
+  // Without thread support: exit; the launcher ends the job when a rank dies.
+  _exit(code);
 }
 
 MpiComm::~MpiComm() {

@@ -19,8 +19,12 @@ class MpiEnv {
   int world_size() const { return world_size_; }
   // Ends every rank of the job now with `code`. Never returns.
   [[noreturn]] static void abort(int code);
+  // The same from a thread other than the main one (the collective watchdog).
+  [[noreturn]] static void abort_from_any_thread(int code);
+  bool thread_multiple() const { return thread_multiple_; }
 
  private:
+  bool thread_multiple_ = false;
   int world_rank_ = 0;
   int world_size_ = 1;
 };

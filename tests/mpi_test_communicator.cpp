@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "kernels/backend.h"
 #include "kernels/error.h"
 #include "parallel/agreement.h"
 #include "parallel/communicator.h"
@@ -25,7 +26,8 @@ TEST(MpiCommunicator, AllReduceSumsOverTheTpGroup) {
   for (int tp : {1, 2, world_size()}) {
     if (world_size() % tp) continue;
     parallel::Grid grid(tp);
-    auto comm = parallel::make_mpi_communicator(grid.tp_comm());
+    auto cpu = kernels::make_cpu_backend(1);
+    auto comm = parallel::make_mpi_communicator(grid.tp_comm(), *cpu);
     EXPECT_EQ(comm->size(), tp);
     EXPECT_EQ(comm->rank(), world_rank() % tp);
     std::vector<float> v(1000);

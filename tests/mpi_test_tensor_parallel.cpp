@@ -24,7 +24,7 @@ Captured run_model(const std::string& case_name, MPI_Comm tp_comm, model::FinalM
   const model::Checkpoint ckpt(dir);
   const io::Dataset data = io::Dataset::open(dir / "input.jsonl", {cfg.vocab_size, 1024, io::OnLong::Error});
   auto backend = kernels::make_cpu_backend(1);
-  auto comm = parallel::make_mpi_communicator(tp_comm);
+  auto comm = parallel::make_mpi_communicator(tp_comm, *backend);
   model::HostBatch batch;
   batch.clear();
   std::vector<int32_t> ids;

@@ -1,0 +1,59 @@
+#include "jobs/watchdog.h"
+
+#include <chrono>
+
+#include <spdlog/spdlog.h>
+
+#include "kernels/error.h"
+#include "parallel/mpi_env.h"
+
+namespace e3::jobs {
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Watchdog::Watchdog(parallel::Communicator& comm, double timeout_s, int world_rank)
+    : comm_(comm), timeout_s_(timeout_s), rank_(world_rank), thread_([this] { run(); }) {}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void Watchdog::step_begin(int64_t step) {
+  began_ns_.store(now_ns());
+  step_.store(step);
+}
+
+void Watchdog::step_end() { step_.store(-1); }
+
+void Watchdog::fail(const std::string& message) {
+  spdlog::critical("rank {}: {}: {}; aborting the job", rank_, kind_name(ErrorKind::Parallel), message);
+  spdlog::default_logger()->flush();
+  comm_.abort();
+  parallel::MpiEnv::abort_from_any_thread(exit_code(ErrorKind::Parallel));
+}
+
+void Watchdog::run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!wake_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stop_; })) {
+    const std::string err = comm_.async_error();
+    if (!err.empty()) fail(fmt::format("{} communicator failed: {}", comm_.name(), err));
+    const int64_t step = step_.load();
+    if (step >= 0 && static_cast<double>(now_ns() - began_ns_.load()) / 1e9 > timeout_s_)
+      fail(fmt::format("step {} did not finish within --collective-timeout {} s (a collective is stuck; is a peer "
+                       "rank dead?)",
+                       step, timeout_s_));
+  }
+}
+
+}  // namespace e3::jobs

@@ -1,0 +1,240 @@
+// Variable-length causal attention over packed sequences, FlashAttention-style: each block
+// owns 64 queries of one head of one sequence and streams 64-key tiles of K and V through
+// shared memory (double-buffered with cp.async), keeping the softmax online. No [T, T]
+// matrix exists anywhere. Q.K^T and P.V run on mma.sync m16n8k16 (bf16 in, fp32 out).
+#include <cmath>
+
+#include "kernels/cuda_common.cuh"
+#include "kernels/ops_cuda.h"
+
+namespace e3::kernels::cuda {
+namespace {
+
+constexpr int kBM = 64;       // queries per block (16 per warp)
+constexpr int kBN = 64;       // keys per tile
+constexpr int kWarps = 4;
+constexpr int kPad = 8;       // row padding (bf16) that makes ldmatrix rows hit distinct banks
+
+struct Args {
+  const bf16* q;
+  const bf16* k;
+  const bf16* v;
+  bf16* out;
+  int64_t q_stride, k_stride, v_stride, o_stride;
+  const int32_t* cu_seqlens;
+  int tiles_per_seq;
+  int group;          // q heads per kv head
+  int dqk, dv;        // real head dims (multiples of 8)
+  float scale_log2;   // softmax scale * log2(e)
+  int64_t window;     // 0: full causal
+};
+
+template <int DQK, int DV>
+constexpr size_t smem_bytes() {
+  return sizeof(bf16) * (static_cast<size_t>(kBM) * (DQK + kPad) + 2ull * kBN * (DQK + kPad) + 2ull * kBN * (DV + kPad));
+}
+
+// rows x COLS tile of a head into shared memory with row stride COLS + kPad; rows beyond
+// `valid_rows` and columns beyond `dim` are zero.
+// `safe` is any valid address: zero-filled chunks still name a source.
+template <int COLS>
+__device__ void load_tile(bf16* smem, const bf16* base, int64_t stride, int rows, int valid_rows, int dim,
+                          const bf16* safe) {
+  constexpr int kChunks = COLS / 8;
+  for (int i = threadIdx.x; i < rows * kChunks; i += kWarps * 32) {
+    const int r = i / kChunks, c = (i % kChunks) * 8;
+    const bool ok = r < valid_rows && c < dim;
+    cp_async_16(smem + r * (COLS + kPad) + c, ok ? base + r * stride + c : safe, ok);
+  }
+}
+
+template <int DQK, int DV>
+__global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(Args a) {
+  static_assert(DQK % 16 == 0 && DV % 16 == 0, "head dims are padded to multiples of 16");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* sQ = reinterpret_cast<bf16*>(smem_raw);
+  bf16* sK = sQ + kBM * (DQK + kPad);
+  bf16* sV = sK + 2 * kBN * (DQK + kPad);
+
+  const int head = blockIdx.y;
+  const int seq = blockIdx.x / a.tiles_per_seq;
+  // The longest query tiles (most keys) first: they finish last otherwise.
+  const int tile = a.tiles_per_seq - 1 - static_cast<int>(blockIdx.x % a.tiles_per_seq);
+  const int start = a.cu_seqlens[seq];
+  const int len = a.cu_seqlens[seq + 1] - start;
+  const int q0 = tile * kBM;
+  if (q0 >= len) return;
+  const int kv_head = head / a.group;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, c4 = lane % 4;
+
+  const bf16* qbase = a.q + (start + q0) * a.q_stride + int64_t{head} * a.dqk;
+  const bf16* kbase = a.k + int64_t{start} * a.k_stride + int64_t{kv_head} * a.dqk;
+  const bf16* vbase = a.v + int64_t{start} * a.v_stride + int64_t{kv_head} * a.dv;
+
+  // Keys this tile needs: causal up to its last query, and the window's lower bound.
+  const int q_last = min(q0 + kBM, len) - 1;
+  int k_begin = 0;
+  if (a.window > 0) k_begin = max(0, static_cast<int>(q0 - a.window + 1)) / kBN * kBN;
+  const int k_end = q_last + 1;
+  const int num_tiles = (k_end - k_begin + kBN - 1) / kBN;
+
+  load_tile<DQK>(sQ, qbase, a.q_stride, kBM, len - q0, a.dqk, a.q);
+  load_tile<DQK>(sK, kbase + int64_t{k_begin} * a.k_stride, a.k_stride, kBN, len - k_begin, a.dqk, a.k);
+  load_tile<DV>(sV, vbase + int64_t{k_begin} * a.v_stride, a.v_stride, kBN, len - k_begin, a.dv, a.v);
+  cp_async_commit();
+
+  uint32_t qf[DQK / 16][4];
+  float o[DV / 8][4];
+  for (int i = 0; i < DV / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+  const int row_a = q0 + warp * 16 + g, row_b = row_a + 8;  // this thread's two query rows
+
+  for (int t = 0; t < num_tiles; ++t) {
+    const int buf = t & 1;
+    const int kv0 = k_begin + t * kBN;
+    if (t + 1 < num_tiles) {
+      const int next = kv0 + kBN;
+      load_tile<DQK>(sK + (buf ^ 1) * kBN * (DQK + kPad), kbase + int64_t{next} * a.k_stride, a.k_stride, kBN,
+                     len - next, a.dqk, a.k);
+      load_tile<DV>(sV + (buf ^ 1) * kBN * (DV + kPad), vbase + int64_t{next} * a.v_stride, a.v_stride, kBN,
+                    len - next, a.dv, a.v);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    if (t == 0) {
+      for (int kk = 0; kk < DQK / 16; ++kk)
+        ldmatrix_x4(qf[kk], sQ + (warp * 16 + (lane % 16)) * (DQK + kPad) + kk * 16 + (lane / 16) * 8);
+    }
+    const bf16* k_tile = sK + buf * kBN * (DQK + kPad);
+    const bf16* v_tile = sV + buf * kBN * (DV + kPad);
+
+    // S = Q K^T for this warp's 16 queries and the tile's 64 keys.
+    float s[kBN / 8][4];
+    for (int j = 0; j < kBN / 8; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+    for (int kk = 0; kk < DQK / 16; ++kk) {
+      for (int j = 0; j < kBN / 16; ++j) {
+        uint32_t b[4];
+        const int m = lane / 8;
+        ldmatrix_x4(b, k_tile + (j * 16 + (m / 2) * 8 + lane % 8) * (DQK + kPad) + kk * 16 + (m % 2) * 8);
+        mma_bf16(s[2 * j], qf[kk], b[0], b[1]);
+        mma_bf16(s[2 * j + 1], qf[kk], b[2], b[3]);
+      }
+    }
+    // Mask (causal, sequence end, window), scale into the log2 domain, row maxima.
+    float mx[2] = {-INFINITY, -INFINITY};
+    for (int j = 0; j < kBN / 8; ++j)
+      for (int e = 0; e < 4; ++e) {
+        const int key = kv0 + j * 8 + 2 * c4 + (e & 1);
+        const int row = e < 2 ? row_a : row_b;
+        const bool visible = key <= row && key < len && (a.window == 0 || row - key < a.window);
+        s[j][e] = visible ? s[j][e] * a.scale_log2 : -INFINITY;
+        mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
+      }
+    float corr[2];
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float m_new = fmaxf(m_run[r], mx[r]);
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing visible yet
+      corr[r] = exp2f(m_run[r] - m_use);
+      m_run[r] = m_new;
+      mx[r] = m_use;
+    }
+    float sum[2] = {0.0f, 0.0f};
+    for (int j = 0; j < kBN / 8; ++j)
+      for (int e = 0; e < 4; ++e) {
+        s[j][e] = exp2f(s[j][e] - mx[e >> 1]);
+        sum[e >> 1] += s[j][e];
+      }
+    for (int r = 0; r < 2; ++r) {
+      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
+      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
+      l_run[r] = l_run[r] * corr[r] + sum[r];
+    }
+    for (int i = 0; i < DV / 8; ++i) {
+      o[i][0] *= corr[0];
+      o[i][1] *= corr[0];
+      o[i][2] *= corr[1];
+      o[i][3] *= corr[1];
+    }
+    // O += P V: P's accumulators become A fragments directly.
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      uint32_t p[4];
+      p[0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+      p[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+      p[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      p[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      for (int i = 0; i < DV / 16; ++i) {
+        uint32_t b[4];
+        const int m = lane / 8;
+        ldmatrix_x4_trans(b, v_tile + (kk * 16 + (m % 2) * 8 + lane % 8) * (DV + kPad) + i * 16 + (m / 2) * 8);
+        mma_bf16(o[2 * i], p, b[0], b[1]);
+        mma_bf16(o[2 * i + 1], p, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // the buffer just read is the next prefetch's target
+  }
+  cp_async_wait<0>();
+
+  const float inv_a = l_run[0] > 0.0f ? 1.0f / l_run[0] : 0.0f;
+  const float inv_b = l_run[1] > 0.0f ? 1.0f / l_run[1] : 0.0f;
+  bf16* obase = a.out + int64_t{start} * a.o_stride + int64_t{head} * a.dv;
+  for (int i = 0; i < DV / 8; ++i) {
+    const int col = i * 8 + 2 * c4;
+    if (col >= a.dv) continue;
+    if (row_a < len)
+      *reinterpret_cast<uint32_t*>(obase + int64_t{row_a} * a.o_stride + col) = pack_bf16(o[i][0] * inv_a, o[i][1] * inv_a);
+    if (row_b < len)
+      *reinterpret_cast<uint32_t*>(obase + int64_t{row_b} * a.o_stride + col) = pack_bf16(o[i][2] * inv_b, o[i][3] * inv_b);
+  }
+}
+
+template <int DQK, int DV>
+void launch(const Args& a, int num_seqs, int heads, cudaStream_t s) {
+  constexpr size_t bytes = smem_bytes<DQK, DV>();
+  // Above 48 KiB of dynamic shared memory a kernel must opt in; a host-side call, no sync.
+  E3_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<DQK, DV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(bytes)));
+  const dim3 grid(static_cast<unsigned>(num_seqs * a.tiles_per_seq), static_cast<unsigned>(heads));
+  flash_attention_kernel<DQK, DV><<<grid, kWarps * 32, bytes, s>>>(a);
+  E3_CUDA_LAUNCH_CHECK("flash_attention");
+}
+
+}  // namespace
+
+void attention(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& p, const SequenceLayout& seqs,
+               cudaStream_t s) {
+  E3_REQUIRE(q.dtype == DType::BF16 && k.dtype == DType::BF16 && v.dtype == DType::BF16 && out.dtype == DType::BF16 &&
+                 p.num_kv_heads > 0 && p.num_q_heads % p.num_kv_heads == 0 &&
+                 q.cols == int64_t{p.num_q_heads} * p.qk_head_dim && k.cols == int64_t{p.num_kv_heads} * p.qk_head_dim &&
+                 v.cols == int64_t{p.num_kv_heads} * p.v_head_dim && out.cols == int64_t{p.num_q_heads} * p.v_head_dim &&
+                 q.rows == seqs.num_tokens && k.rows == q.rows && v.rows == q.rows && out.rows == q.rows,
+             ErrorKind::Internal, "cuda attention: q {} k {} v {} out {}", q.shape_str(), k.shape_str(), v.shape_str(),
+             out.shape_str());
+  // 16-byte loads: every row start and head offset must stay 16-byte aligned.
+  E3_REQUIRE(p.qk_head_dim % 8 == 0 && p.v_head_dim % 8 == 0 && q.stride % 8 == 0 && k.stride % 8 == 0 &&
+                 v.stride % 8 == 0 && out.stride % 2 == 0,
+             ErrorKind::Model, "the CUDA attention kernel needs head dims and row strides that are multiples of 8 "
+             "(qk {}, v {})", p.qk_head_dim, p.v_head_dim);
+  if (seqs.num_tokens == 0) return;
+  Args a{q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), out.as<bf16>(), q.stride, k.stride, v.stride, out.stride,
+         seqs.cu_seqlens.as<int32_t>(), static_cast<int>((seqs.max_seqlen + kBM - 1) / kBM),
+         p.num_q_heads / p.num_kv_heads, p.qk_head_dim, p.v_head_dim,
+         static_cast<float>(p.scale * 1.4426950408889634), p.sliding_window};
+  const int dqk = p.qk_head_dim, dv = p.v_head_dim, heads = p.num_q_heads, n = seqs.num_seqs;
+  // The smallest padded pair that holds the real dims.
+  if (dqk <= 16 && dv <= 16) return launch<16, 16>(a, n, heads, s);
+  if (dqk <= 32 && dv <= 16) return launch<32, 16>(a, n, heads, s);
+  if (dqk <= 32 && dv <= 32) return launch<32, 32>(a, n, heads, s);
+  if (dqk <= 48 && dv <= 32) return launch<48, 32>(a, n, heads, s);
+  if (dqk <= 48 && dv <= 48) return launch<48, 48>(a, n, heads, s);
+  if (dqk <= 64 && dv <= 64) return launch<64, 64>(a, n, heads, s);
+  if (dqk <= 96 && dv <= 96) return launch<96, 96>(a, n, heads, s);
+  if (dqk <= 128 && dv <= 128) return launch<128, 128>(a, n, heads, s);
+  if (dqk <= 192 && dv <= 128) return launch<192, 128>(a, n, heads, s);
+  E3_THROW(ErrorKind::Model, "the CUDA attention kernel supports head dims up to 192 (qk) / 128 (v), not {} / {}", dqk, dv);
+}
+
+}  // namespace e3::kernels::cuda

@@ -1,0 +1,200 @@
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "kernels/cuda_common.cuh"
+#include "kernels/ops_cuda.h"
+
+namespace e3::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+void require(bool ok, const char* what, const Tensor& a) {
+  E3_REQUIRE(ok, ErrorKind::Internal, "{}: unsupported tensor {}", what, a.shape_str());
+}
+
+__global__ void embedding_kernel(const int32_t* ids, const bf16* table, int64_t table_stride, bf16* out,
+                                 int64_t out_stride, int64_t cols) {
+  const int64_t row = blockIdx.x;
+  const bf16* src = table + ids[row] * table_stride;
+  bf16* dst = out + row * out_stride;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) dst[c] = src[c];
+}
+
+// Elementwise kernels walk rows (grid.y) and columns (grid.x, threads): no index division.
+#define E3_FOR_EACH_ELEMENT(rows, cols)                                                         \
+  for (int64_t r = blockIdx.y; r < (rows); r += gridDim.y)                                      \
+    for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < (cols); c += int64_t{gridDim.x} * blockDim.x)
+
+__global__ void add_kernel(bf16* acc, int64_t acc_stride, const bf16* x, int64_t x_stride, int64_t rows, int64_t cols) {
+  E3_FOR_EACH_ELEMENT(rows, cols) {
+    bf16& a = acc[r * acc_stride + c];
+    a = to_bf(to_f(a) + to_f(x[r * x_stride + c]));
+  }
+}
+
+__global__ void add_bias_kernel(bf16* acc, int64_t acc_stride, const bf16* bias, int64_t rows, int64_t cols) {
+  E3_FOR_EACH_ELEMENT(rows, cols) {
+    bf16& a = acc[r * acc_stride + c];
+    a = to_bf(to_f(a) + to_f(bias[c]));
+  }
+}
+
+// As PyTorch in bf16: silu(gate) is rounded to bf16, then multiplied by up and rounded.
+__global__ void silu_mul_kernel(const bf16* gate, int64_t gs, const bf16* up, int64_t us, bf16* out, int64_t os,
+                                int64_t rows, int64_t cols) {
+  E3_FOR_EACH_ELEMENT(rows, cols) {
+    const float g = to_f(gate[r * gs + c]);
+    const float s = round_bf(g / (1.0f + __expf(-g)));
+    out[r * os + c] = to_bf(s * to_f(up[r * us + c]));
+  }
+}
+
+__global__ void mla_expand_kernel(const bf16* kv, int64_t kv_stride, const bf16* k_rot, int64_t rot_stride, bf16* k,
+                                  int64_t k_stride, bf16* v, int64_t v_stride, int heads, int nope, int vd, int rope) {
+  const int64_t t = blockIdx.x;
+  const int qk = nope + rope, per_head = nope + vd;
+  for (int i = threadIdx.x; i < heads * (qk + vd); i += blockDim.x) {
+    const int h = i / (qk + vd), j = i % (qk + vd);
+    if (j < nope)
+      k[t * k_stride + h * qk + j] = kv[t * kv_stride + h * per_head + j];
+    else if (j < qk)
+      k[t * k_stride + h * qk + j] = k_rot[t * rot_stride + (j - nope)];
+    else
+      v[t * v_stride + h * vd + (j - qk)] = kv[t * kv_stride + h * per_head + nope + (j - qk)];
+  }
+}
+
+template <typename T>
+__device__ float load_as_float(const void* p, int64_t i);
+template <>
+__device__ float load_as_float<float>(const void* p, int64_t i) { return static_cast<const float*>(p)[i]; }
+template <>
+__device__ float load_as_float<bf16>(const void* p, int64_t i) { return to_f(static_cast<const bf16*>(p)[i]); }
+template <>
+__device__ float load_as_float<__half>(const void* p, int64_t i) { return __half2float(static_cast<const __half*>(p)[i]); }
+
+template <typename T>
+__device__ void store_float(void* p, int64_t i, float v);
+template <>
+__device__ void store_float<float>(void* p, int64_t i, float v) { static_cast<float*>(p)[i] = v; }
+template <>
+__device__ void store_float<bf16>(void* p, int64_t i, float v) { static_cast<bf16*>(p)[i] = to_bf(v); }
+template <>
+__device__ void store_float<__half>(void* p, int64_t i, float v) { static_cast<__half*>(p)[i] = __float2half_rn(v); }
+
+template <typename S, typename D>
+__global__ void convert_kernel(const void* src, int64_t ss, void* dst, int64_t ds, int64_t rows, int64_t cols) {
+  E3_FOR_EACH_ELEMENT(rows, cols) store_float<D>(dst, r * ds + c, load_as_float<S>(src, r * ss + c));
+}
+
+template <typename S>
+void convert_from(Tensor src, Tensor dst, dim3 blocks, cudaStream_t s) {
+  switch (dst.dtype) {
+    case DType::F32: convert_kernel<S, float><<<blocks, kThreads, 0, s>>>(src.data, src.stride, dst.data, dst.stride, src.rows, src.cols); break;
+    case DType::BF16: convert_kernel<S, bf16><<<blocks, kThreads, 0, s>>>(src.data, src.stride, dst.data, dst.stride, src.rows, src.cols); break;
+    case DType::F16: convert_kernel<S, __half><<<blocks, kThreads, 0, s>>>(src.data, src.stride, dst.data, dst.stride, src.rows, src.cols); break;
+    default: E3_THROW(ErrorKind::Internal, "convert to {}", dtype_name(dst.dtype));
+  }
+}
+
+// splitmix64 of (seed, index): reproducible random weights without any state.
+__device__ uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+__global__ void fill_random_kernel(bf16* p, int64_t stride, int64_t rows, int64_t cols, uint64_t seed, float scale) {
+  const int64_t n = rows * cols;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const uint64_t h = mix(seed * 0x100000001b3ull + static_cast<uint64_t>(i));
+    // Box-Muller from two 24-bit uniforms.
+    const float u1 = (static_cast<float>(h >> 40) + 0.5f) / 16777216.0f;
+    const float u2 = static_cast<float>((h >> 16) & 0xffffff) / 16777216.0f;
+    const float z = sqrtf(-2.0f * __logf(u1)) * __cosf(6.2831853f * u2);
+    p[(i / cols) * stride + i % cols] = to_bf(z * scale);
+  }
+}
+
+unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::min<int64_t>(blocks_for(n, kThreads), 65535 * 8)); }
+
+dim3 grid_2d(const Tensor& t) {
+  return dim3(std::min<unsigned>(blocks_for(t.cols, kThreads), 64u), static_cast<unsigned>(std::min<int64_t>(t.rows, 65535)));
+}
+
+}  // namespace
+
+void embedding(Tensor ids, Tensor table, Tensor out, cudaStream_t s) {
+  require(table.dtype == DType::BF16 && out.dtype == DType::BF16 && ids.dtype == DType::I32 &&
+              ids.numel() == out.rows && table.cols == out.cols,
+          "cuda embedding", out);
+  if (out.rows == 0) return;
+  embedding_kernel<<<static_cast<unsigned>(out.rows), 128, 0, s>>>(ids.as<int32_t>(), table.as<bf16>(), table.stride,
+                                                                    out.as<bf16>(), out.stride, out.cols);
+  E3_CUDA_LAUNCH_CHECK("embedding");
+}
+
+void add_inplace(Tensor acc, Tensor x, cudaStream_t s) {
+  require(acc.dtype == DType::BF16 && x.dtype == DType::BF16 && acc.rows == x.rows && acc.cols == x.cols,
+          "cuda add", acc);
+  if (acc.numel() == 0) return;
+  add_kernel<<<grid_2d(acc), kThreads, 0, s>>>(acc.as<bf16>(), acc.stride, x.as<bf16>(), x.stride, acc.rows,
+                                                        acc.cols);
+  E3_CUDA_LAUNCH_CHECK("add");
+}
+
+void add_bias(Tensor acc, Tensor bias, cudaStream_t s) {
+  require(acc.dtype == DType::BF16 && bias.dtype == DType::BF16 && bias.numel() == acc.cols, "cuda add_bias", acc);
+  if (acc.numel() == 0) return;
+  add_bias_kernel<<<grid_2d(acc), kThreads, 0, s>>>(acc.as<bf16>(), acc.stride, bias.as<bf16>(), acc.rows,
+                                                             acc.cols);
+  E3_CUDA_LAUNCH_CHECK("add_bias");
+}
+
+void silu_mul(Tensor gate, Tensor up, Tensor out, cudaStream_t s) {
+  require(gate.dtype == DType::BF16 && up.dtype == DType::BF16 && out.dtype == DType::BF16 && gate.rows == up.rows &&
+              gate.cols == up.cols && out.rows == gate.rows && out.cols == gate.cols,
+          "cuda silu_mul", gate);
+  if (out.numel() == 0) return;
+  silu_mul_kernel<<<grid_2d(out), kThreads, 0, s>>>(gate.as<bf16>(), gate.stride, up.as<bf16>(), up.stride,
+                                                             out.as<bf16>(), out.stride, out.rows, out.cols);
+  E3_CUDA_LAUNCH_CHECK("silu_mul");
+}
+
+void mla_expand_kv(Tensor kv, Tensor k_rot, int heads, int nope_dim, int v_dim, Tensor k, Tensor v, cudaStream_t s) {
+  const int rope = static_cast<int>(k_rot.cols);
+  require(kv.dtype == DType::BF16 && kv.cols == int64_t{heads} * (nope_dim + v_dim) &&
+              k.cols == int64_t{heads} * (nope_dim + rope) && v.cols == int64_t{heads} * v_dim && k.rows == kv.rows &&
+              v.rows == kv.rows && k_rot.rows == kv.rows,
+          "cuda mla_expand_kv", kv);
+  if (kv.rows == 0) return;
+  mla_expand_kernel<<<static_cast<unsigned>(kv.rows), 256, 0, s>>>(kv.as<bf16>(), kv.stride, k_rot.as<bf16>(),
+                                                                   k_rot.stride, k.as<bf16>(), k.stride, v.as<bf16>(),
+                                                                   v.stride, heads, nope_dim, v_dim, rope);
+  E3_CUDA_LAUNCH_CHECK("mla_expand_kv");
+}
+
+void convert(Tensor src, Tensor dst, cudaStream_t s) {
+  require(src.rows == dst.rows && src.cols == dst.cols, "cuda convert", src);
+  if (src.numel() == 0) return;
+  const dim3 blocks = grid_2d(src);
+  switch (src.dtype) {
+    case DType::F32: convert_from<float>(src, dst, blocks, s); break;
+    case DType::BF16: convert_from<bf16>(src, dst, blocks, s); break;
+    case DType::F16: convert_from<__half>(src, dst, blocks, s); break;
+    default: E3_THROW(ErrorKind::Internal, "convert from {}", dtype_name(src.dtype));
+  }
+  E3_CUDA_LAUNCH_CHECK("convert");
+}
+
+void fill_random(Tensor t, uint64_t seed, float scale, cudaStream_t s) {
+  require(t.dtype == DType::BF16, "cuda fill_random", t);
+  if (t.numel() == 0) return;
+  fill_random_kernel<<<grid_for(t.numel()), kThreads, 0, s>>>(t.as<bf16>(), t.stride, t.rows, t.cols, seed, scale);
+  E3_CUDA_LAUNCH_CHECK("fill_random");
+}
+
+}  // namespace e3::kernels::cuda

@@ -1,0 +1,423 @@
+// MoE on the GPU without host synchronisation: the router picks top-k experts per token; a
+// deterministic counting sort groups the (token, slot) pairs of this rank's experts by
+// expert; grouped GEMMs (one launch for all experts, tiles found on the device) compute
+// gate|up and down; a combine pass sums each token's weighted expert outputs in fp32.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cuda_common.cuh"
+#include "kernels/ops_cuda.h"
+
+namespace e3::kernels::cuda {
+namespace {
+
+// ---------------------------------------------------------------------------------------- router
+
+struct RouterArgs {
+  int experts, top_k, n_group, topk_group;
+  bool sigmoid, norm;
+  int select;  // 0 greedy, 1 group-limited greedy, 2 noaux_tc
+  float scaling;
+};
+
+constexpr int kRouteWarps = 4;
+
+// One warp per token. Scores, then (optionally) groups, then k rounds of a warp argmax with
+// ties to the lower expert id, as the CPU twin does.
+__global__ void route_kernel(const float* logits, int64_t ls, const float* bias, RouterArgs p, int32_t* ids,
+                             int64_t is, float* weights, int64_t wstride, int64_t tokens) {
+  extern __shared__ float route_smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t t = blockIdx.x * int64_t{kRouteWarps} + warp;
+  if (t >= tokens) return;
+  const int E = p.experts;
+  float* score = route_smem + warp * 2 * E;
+  float* choice = score + E;
+  __shared__ unsigned char taken[kRouteWarps][512];
+  __shared__ unsigned char keep[kRouteWarps][32];
+  __shared__ float gscore[kRouteWarps][32];
+  const float* lg = logits + t * ls;
+
+  float mx = -INFINITY;
+  for (int e = lane; e < E; e += 32) mx = fmaxf(mx, lg[e]);
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  float sum = 0.0f;
+  for (int e = lane; e < E; e += 32) {
+    const float v = p.sigmoid ? 1.0f / (1.0f + expf(-lg[e])) : expf(lg[e] - mx);
+    score[e] = v;
+    sum += v;
+  }
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  for (int e = lane; e < E; e += 32) {
+    if (!p.sigmoid) score[e] /= sum;
+    choice[e] = score[e] + (p.select == 2 ? bias[e] : 0.0f);
+    taken[warp][e] = 0;
+  }
+  __syncwarp();
+
+  if (p.select != 0 && p.topk_group < p.n_group) {
+    const int per = E / p.n_group;
+    if (lane < p.n_group) {
+      const float* c = choice + lane * per;
+      float b1 = -INFINITY, b2 = -INFINITY;
+      for (int i = 0; i < per; ++i) {
+        if (c[i] > b1) {
+          b2 = b1;
+          b1 = c[i];
+        } else if (c[i] > b2) {
+          b2 = c[i];
+        }
+      }
+      gscore[warp][lane] = p.select == 2 ? b1 + (per > 1 ? b2 : 0.0f) : b1;
+      keep[warp][lane] = 0;
+    }
+    __syncwarp();
+    if (lane == 0)
+      for (int r = 0; r < p.topk_group; ++r) {
+        int best = -1;
+        for (int gi = 0; gi < p.n_group; ++gi)
+          if (!keep[warp][gi] && (best < 0 || gscore[warp][gi] > gscore[warp][best])) best = gi;
+        keep[warp][best] = 1;
+      }
+    __syncwarp();
+    const float dropped = p.select == 2 ? -INFINITY : 0.0f;
+    for (int e = lane; e < E; e += 32)
+      if (!keep[warp][e / per]) choice[e] = dropped;
+    __syncwarp();
+  }
+
+  float picked_sum = 0.0f;
+  for (int j = 0; j < p.top_k; ++j) {
+    float bv = -INFINITY;
+    int bi = 0x7fffffff;
+    for (int e = lane; e < E; e += 32)
+      if (!taken[warp][e] && (choice[e] > bv || (choice[e] == bv && e < bi) || bi == 0x7fffffff)) {
+        bv = choice[e];
+        bi = e;
+      }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (ov > bv || (ov == bv && oi < bi)) {
+        bv = ov;
+        bi = oi;
+      }
+    }
+    if (lane == 0) {
+      taken[warp][bi] = 1;
+      ids[t * is + j] = bi;
+      weights[t * wstride + j] = score[bi];
+    }
+    picked_sum += score[bi];
+    __syncwarp();
+  }
+  if (lane == 0)
+    for (int j = 0; j < p.top_k; ++j) {
+      float w = weights[t * wstride + j];
+      if (p.norm) w /= picked_sum + 1e-20f;
+      weights[t * wstride + j] = w * p.scaling;
+    }
+}
+
+// ------------------------------------------------------------------------------------- dispatch
+
+struct Layout {  // the scratch buffer, carved up; R = tokens * min(top_k, local experts)
+  bf16 *a, *gate_up, *act, *y;
+  int32_t *perm_token, *pair_row, *counts, *row_offsets, *tile_offsets;
+  float* perm_weight;
+  size_t bytes;
+};
+
+size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+Layout carve(void* base, int64_t tokens, int top_k, int experts, int64_t H, int64_t I) {
+  const auto R = static_cast<size_t>(tokens) * static_cast<size_t>(std::min(top_k, experts));
+  Layout l{};
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    char* p = static_cast<char*>(base) + off;
+    off += align256(bytes);
+    return p;
+  };
+  l.a = reinterpret_cast<bf16*>(take(R * H * 2));
+  l.gate_up = reinterpret_cast<bf16*>(take(R * 2 * I * 2));
+  l.act = reinterpret_cast<bf16*>(take(R * I * 2));
+  l.y = reinterpret_cast<bf16*>(take(R * H * 2));
+  l.perm_token = reinterpret_cast<int32_t*>(take(R * 4));
+  l.perm_weight = reinterpret_cast<float*>(take(R * 4));
+  l.pair_row = reinterpret_cast<int32_t*>(take(static_cast<size_t>(tokens) * top_k * 4));
+  l.counts = reinterpret_cast<int32_t*>(take(static_cast<size_t>(experts) * 4));
+  l.row_offsets = reinterpret_cast<int32_t*>(take(static_cast<size_t>(experts + 1) * 4));
+  l.tile_offsets = reinterpret_cast<int32_t*>(take(static_cast<size_t>(experts + 1) * 4));
+  l.bytes = off;
+  return l;
+}
+
+constexpr int kDispatchThreads = 256;
+
+__device__ int block_count(bool flag, int* warp_counts) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const unsigned ballot = __ballot_sync(0xffffffffu, flag);
+  if (lane == 0) warp_counts[warp] = __popc(ballot);
+  __syncthreads();
+  int total = 0;
+  for (int w = 0; w < kDispatchThreads / 32; ++w) total += warp_counts[w];
+  __syncthreads();
+  return total;
+}
+
+// Block e counts the pairs routed to local expert e.
+__global__ void count_kernel(const int32_t* ids, int64_t pairs, int first, int32_t* counts) {
+  __shared__ int warp_counts[kDispatchThreads / 32];
+  int total = 0;
+  for (int64_t base = 0; base < pairs; base += kDispatchThreads) {
+    const int64_t i = base + threadIdx.x;
+    total += block_count(i < pairs && ids[i] == first + static_cast<int>(blockIdx.x), warp_counts);
+  }
+  if (threadIdx.x == 0) counts[blockIdx.x] = total;
+}
+
+__global__ void scan_kernel(const int32_t* counts, int experts, int bm, int32_t* row_offsets, int32_t* tile_offsets) {
+  if (threadIdx.x != 0) return;
+  int rows = 0, tiles = 0;
+  for (int e = 0; e < experts; ++e) {
+    row_offsets[e] = rows;
+    tile_offsets[e] = tiles;
+    rows += counts[e];
+    tiles += (counts[e] + bm - 1) / bm;
+  }
+  row_offsets[experts] = rows;
+  tile_offsets[experts] = tiles;
+}
+
+// Block e lists its pairs in (token, slot) order, so that results never depend on timing,
+// then gathers their rows of x.
+__global__ void fill_kernel(const int32_t* ids, const float* w, int64_t pairs, int top_k, int first,
+                            const int32_t* row_offsets, int32_t* perm_token, float* perm_weight, int32_t* pair_row,
+                            const bf16* x, int64_t xs, bf16* a, int64_t H) {
+  __shared__ int warp_counts[kDispatchThreads / 32];
+  const int e = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int next = row_offsets[e];
+  for (int64_t base = 0; base < pairs; base += kDispatchThreads) {
+    const int64_t i = base + threadIdx.x;
+    const bool mine = i < pairs && ids[i] == first + e;
+    const unsigned ballot = __ballot_sync(0xffffffffu, mine);
+    if (lane == 0) warp_counts[warp] = __popc(ballot);
+    __syncthreads();
+    int before = 0, total = 0;
+    for (int w2 = 0; w2 < kDispatchThreads / 32; ++w2) {
+      if (w2 < warp) before += warp_counts[w2];
+      total += warp_counts[w2];
+    }
+    if (mine) {
+      const int pos = next + before + __popc(ballot & ((1u << lane) - 1u));
+      perm_token[pos] = static_cast<int32_t>(i / top_k);
+      perm_weight[pos] = w[i];
+      pair_row[i] = pos;
+    }
+    next += total;
+    __syncthreads();
+  }
+  __syncthreads();
+  for (int r = row_offsets[e]; r < row_offsets[e + 1]; ++r) {
+    const bf16* src = x + int64_t{perm_token[r]} * xs;
+    bf16* dst = a + int64_t{r} * H;
+    for (int64_t c = threadIdx.x; c < H; c += blockDim.x) dst[c] = src[c];
+  }
+}
+
+__global__ void silu_rows_kernel(const bf16* gu, bf16* act, const int32_t* total_rows, int64_t I, int64_t r0) {
+  const int64_t r = r0 + blockIdx.y;
+  if (r >= *total_rows) return;
+  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < I; c += int64_t{gridDim.x} * blockDim.x) {
+    const float g = to_f(gu[r * 2 * I + c]);
+    const float s = round_bf(g / (1.0f + __expf(-g)));
+    act[r * I + c] = to_bf(s * to_f(gu[r * 2 * I + I + c]));
+  }
+}
+
+// out[t] = sum over the token's slots routed here of weight * y[row], in fp32, in slot order.
+__global__ void combine_kernel(const int32_t* pair_row, const float* perm_weight, const bf16* y, int top_k, bf16* out,
+                               int64_t os, int64_t H) {
+  const int64_t t = blockIdx.x;
+  for (int64_t c = threadIdx.x; c < H; c += blockDim.x) {
+    float acc = 0.0f;
+    for (int j = 0; j < top_k; ++j) {
+      const int r = pair_row[t * top_k + j];
+      if (r >= 0) acc += perm_weight[r] * to_f(y[int64_t{r} * H + c]);
+    }
+    out[t * os + c] = to_bf(acc);
+  }
+}
+
+// --------------------------------------------------------------------------------- grouped GEMM
+
+constexpr int kGBM = 128, kGBN = 128, kGBK = 32, kStages = 3, kGPad = 8, kGThreads = 256;
+constexpr int kGRow = kGBK + kGPad;  // shared-memory row stride in bf16
+constexpr size_t kGemmSmem = sizeof(bf16) * kStages * (kGBM + kGBN) * kGRow;
+
+struct GroupedArgs {
+  const bf16* a;  // [rows, K]: rows of expert e are [row_offsets[e], row_offsets[e+1])
+  const bf16* w;  // [experts * N, K]: expert e's rows [e N, (e+1) N)
+  bf16* c;        // [rows, N]
+  const int32_t* row_offsets;
+  const int32_t* tile_offsets;
+  int experts, n, k;
+};
+
+// C_e = A_e W_e^T for every local expert in one launch. blockIdx.x walks all (expert, m-tile)
+// pairs found on the device; blocks past the last tile exit at once.
+__global__ void __launch_bounds__(kGThreads) grouped_gemm_kernel(GroupedArgs g) {
+  extern __shared__ __align__(16) unsigned char gsmem[];
+  bf16* sA = reinterpret_cast<bf16*>(gsmem);
+  bf16* sB = sA + kStages * kGBM * kGRow;
+  const int tile = blockIdx.x;
+  if (tile >= g.tile_offsets[g.experts]) return;
+  int lo = 0, hi = g.experts;  // the expert whose tiles hold `tile`
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (g.tile_offsets[mid] <= tile) lo = mid;
+    else hi = mid;
+  }
+  const int e = lo;
+  const int row0 = g.row_offsets[e] + (tile - g.tile_offsets[e]) * kGBM;
+  const int rows = min(kGBM, g.row_offsets[e + 1] - row0);
+  const int n0 = blockIdx.y * kGBN;
+  const bf16* A = g.a + int64_t{row0} * g.k;
+  const bf16* W = g.w + (int64_t{e} * g.n + n0) * g.k;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int warp_m = warp / 4, warp_n = warp % 4;
+  const int k_tiles = (g.k + kGBK - 1) / kGBK;
+
+  auto load_stage = [&](int stage, int kt) {
+    const int k0 = kt * kGBK;
+    for (int i = tid; i < kGBM * (kGBK / 8); i += kGThreads) {
+      const int r = i / (kGBK / 8), cc = (i % (kGBK / 8)) * 8;
+      const bool ok = r < rows && k0 + cc < g.k;
+      cp_async_16(sA + (stage * kGBM + r) * kGRow + cc, ok ? A + int64_t{r} * g.k + k0 + cc : g.a, ok);
+    }
+    for (int i = tid; i < kGBN * (kGBK / 8); i += kGThreads) {
+      const int r = i / (kGBK / 8), cc = (i % (kGBK / 8)) * 8;
+      const bool ok = n0 + r < g.n && k0 + cc < g.k;
+      cp_async_16(sB + (stage * kGBN + r) * kGRow + cc, ok ? W + int64_t{r} * g.k + k0 + cc : g.w, ok);
+    }
+  };
+
+  float acc[4][4][4] = {};
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < k_tiles) load_stage(s, s);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    const int next = kt + kStages - 1;
+    if (next < k_tiles) load_stage(next % kStages, next);
+    cp_async_commit();
+    const bf16* a_st = sA + (kt % kStages) * kGBM * kGRow;
+    const bf16* b_st = sB + (kt % kStages) * kGBN * kGRow;
+    for (int ks = 0; ks < kGBK / 16; ++ks) {
+      uint32_t af[4][4];
+      for (int mt = 0; mt < 4; ++mt)
+        ldmatrix_x4(af[mt], a_st + (warp_m * 64 + mt * 16 + lane % 16) * kGRow + ks * 16 + (lane / 16) * 8);
+      for (int p = 0; p < 2; ++p) {
+        uint32_t b[4];
+        const int m = lane / 8;
+        ldmatrix_x4(b, b_st + (warp_n * 32 + p * 16 + (m / 2) * 8 + lane % 8) * kGRow + ks * 16 + (m % 2) * 8);
+        for (int mt = 0; mt < 4; ++mt) {
+          mma_bf16(acc[mt][2 * p], af[mt], b[0], b[1]);
+          mma_bf16(acc[mt][2 * p + 1], af[mt], b[2], b[3]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+  const int gq = lane / 4, c4 = lane % 4;
+  for (int mt = 0; mt < 4; ++mt)
+    for (int nt = 0; nt < 4; ++nt) {
+      const int col = n0 + warp_n * 32 + nt * 8 + 2 * c4;
+      if (col >= g.n) continue;
+      const int r_a = warp_m * 64 + mt * 16 + gq, r_b = r_a + 8;
+      if (r_a < rows)
+        *reinterpret_cast<uint32_t*>(g.c + int64_t{row0 + r_a} * g.n + col) = pack_bf16(acc[mt][nt][0], acc[mt][nt][1]);
+      if (r_b < rows)
+        *reinterpret_cast<uint32_t*>(g.c + int64_t{row0 + r_b} * g.n + col) = pack_bf16(acc[mt][nt][2], acc[mt][nt][3]);
+    }
+}
+
+void grouped_gemm(const GroupedArgs& g, int64_t max_rows, cudaStream_t s) {
+  E3_CUDA_CHECK(cudaFuncSetAttribute(grouped_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(kGemmSmem)));
+  // At most one partial tile per expert beyond the full ones.
+  const int64_t max_tiles = (max_rows + kGBM - 1) / kGBM + g.experts;
+  const dim3 grid(static_cast<unsigned>(max_tiles), static_cast<unsigned>((g.n + kGBN - 1) / kGBN));
+  grouped_gemm_kernel<<<grid, kGThreads, kGemmSmem, s>>>(g);
+  E3_CUDA_LAUNCH_CHECK("grouped_gemm");
+}
+
+}  // namespace
+
+void moe_route(Tensor logits, const Tensor* correction_bias, const RouterParams& p, Tensor topk_ids,
+               Tensor topk_weights, cudaStream_t s) {
+  E3_REQUIRE(logits.dtype == DType::F32 && topk_ids.dtype == DType::I32 && topk_weights.dtype == DType::F32 &&
+                 logits.cols == p.num_experts && topk_ids.cols == p.top_k && topk_weights.cols == p.top_k &&
+                 p.num_experts <= 512 && p.n_group <= 32 && p.num_experts % p.n_group == 0 &&
+                 (p.select != RouterSelect::NoAuxTc || (correction_bias && correction_bias->dtype == DType::F32)),
+             ErrorKind::Internal, "cuda moe_route: logits {} ids {} experts {} groups {}", logits.shape_str(),
+             topk_ids.shape_str(), p.num_experts, p.n_group);
+  if (logits.rows == 0) return;
+  RouterArgs a{p.num_experts, p.top_k, p.n_group, p.topk_group, p.scoring == RouterScoring::Sigmoid, p.norm_topk_prob,
+               p.select == RouterSelect::Greedy ? 0 : p.select == RouterSelect::GroupLimitedGreedy ? 1 : 2,
+               p.routed_scaling_factor};
+  const size_t smem = sizeof(float) * 2 * p.num_experts * kRouteWarps;
+  route_kernel<<<blocks_for(logits.rows, kRouteWarps), kRouteWarps * 32, smem, s>>>(
+      logits.as<float>(), logits.stride, correction_bias ? correction_bias->as<float>() : nullptr, a,
+      topk_ids.as<int32_t>(), topk_ids.stride, topk_weights.as<float>(), topk_weights.stride, logits.rows);
+  E3_CUDA_LAUNCH_CHECK("moe_route");
+}
+
+size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape) {
+  return carve(nullptr, tokens, shape.top_k, shape.local_experts, shape.hidden, shape.intermediate).bytes;
+}
+
+void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& ex, Tensor out, Tensor scratch,
+                 cudaStream_t s) {
+  const int64_t M = x.rows, H = x.cols, I = ex.intermediate;
+  const int K = static_cast<int>(topk_ids.cols), E = ex.num_experts;
+  E3_REQUIRE(x.dtype == DType::BF16 && out.dtype == DType::BF16 && topk_ids.contiguous() && topk_weights.contiguous() &&
+                 ex.gate_up.rows == E * 2 * I && ex.gate_up.cols == H && ex.down.rows == E * H && ex.down.cols == I &&
+                 H % 8 == 0 && I % 8 == 0 && out.rows == M && out.cols == H,
+             ErrorKind::Internal, "cuda moe_experts: x {} gate_up {} down {} out {}", x.shape_str(),
+             ex.gate_up.shape_str(), ex.down.shape_str(), out.shape_str());
+  if (M == 0) return;
+  const Layout l = carve(scratch.data, M, K, E, H, I);
+  E3_REQUIRE(l.bytes <= scratch.bytes(), ErrorKind::Internal, "moe scratch of {} bytes, {} needed", scratch.bytes(),
+             l.bytes);
+  const int64_t pairs = M * K;
+  const int64_t max_rows = M * std::min(K, E);
+  E3_CUDA_CHECK(cudaMemsetAsync(l.pair_row, 0xff, static_cast<size_t>(pairs) * 4, s));
+  count_kernel<<<E, kDispatchThreads, 0, s>>>(topk_ids.as<int32_t>(), pairs, ex.first_expert, l.counts);
+  scan_kernel<<<1, 32, 0, s>>>(l.counts, E, kGBM, l.row_offsets, l.tile_offsets);
+  fill_kernel<<<E, kDispatchThreads, 0, s>>>(topk_ids.as<int32_t>(), topk_weights.as<float>(), pairs, K,
+                                             ex.first_expert, l.row_offsets, l.perm_token, l.perm_weight, l.pair_row,
+                                             x.as<bf16>(), x.stride, l.a, H);
+  E3_CUDA_LAUNCH_CHECK("moe dispatch");
+  grouped_gemm({l.a, ex.gate_up.as<bf16>(), l.gate_up, l.row_offsets, l.tile_offsets, E, static_cast<int>(2 * I),
+                static_cast<int>(H)},
+               max_rows, s);
+  const dim3 silu_grid(std::min<unsigned>(blocks_for(I, 256), 64u), static_cast<unsigned>(std::min<int64_t>(max_rows, 65535)));
+  for (int64_t r0 = 0; r0 < max_rows; r0 += 65535) {
+    const int64_t n = std::min<int64_t>(65535, max_rows - r0);
+    silu_rows_kernel<<<dim3(silu_grid.x, static_cast<unsigned>(n)), 256, 0, s>>>(l.gate_up, l.act, l.row_offsets + E,
+                                                                                 I, r0);
+  }
+  E3_CUDA_LAUNCH_CHECK("moe silu");
+  grouped_gemm({l.act, ex.down.as<bf16>(), l.y, l.row_offsets, l.tile_offsets, E, static_cast<int>(H),
+                static_cast<int>(I)},
+               max_rows, s);
+  combine_kernel<<<static_cast<unsigned>(M), 256, 0, s>>>(l.pair_row, l.perm_weight, l.y, K, out.as<bf16>(),
+                                                          out.stride, H);
+  E3_CUDA_LAUNCH_CHECK("moe combine");
+}
+
+}  // namespace e3::kernels::cuda

@@ -1,0 +1,13 @@
+// The build without a CUDA toolkit: no GPUs, and a clear error if one is asked for.
+#include "kernels/backend.h"
+#include "kernels/error.h"
+
+namespace e3::kernels {
+
+int cuda_device_count() { return 0; }
+
+std::unique_ptr<Backend> make_cuda_backend(int) {
+  E3_THROW(ErrorKind::Usage, "this build of eagle3_extract has no CUDA backend (CUDA toolkit not found at build time)");
+}
+
+}  // namespace e3::kernels

@@ -1,0 +1,55 @@
+// Host-side launchers of the CUDA kernels (bf16 activations, fp32 accumulation), one file per
+// op family, each with its CPU twin in ops_cpu.h. All run on the given stream and never
+// synchronise the host.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/backend.h"
+
+namespace e3::kernels::cuda {
+
+void embedding(Tensor ids, Tensor table, Tensor out, cudaStream_t s);           // elementwise_cuda.cu
+void add_inplace(Tensor acc, Tensor x, cudaStream_t s);                         // elementwise_cuda.cu
+void add_bias(Tensor acc, Tensor bias, cudaStream_t s);                         // elementwise_cuda.cu
+void silu_mul(Tensor gate, Tensor up, Tensor out, cudaStream_t s);              // elementwise_cuda.cu
+void mla_expand_kv(Tensor kv, Tensor k_rot, int heads, int nope_dim, int v_dim, Tensor k, Tensor v,
+                   cudaStream_t s);                                             // elementwise_cuda.cu
+// Any of F32/BF16/F16 to any, same shape; strides allowed.
+void convert(Tensor src, Tensor dst, cudaStream_t s);                           // elementwise_cuda.cu
+// Fills `t` with N(0, 1) * scale from a counter-based generator (the benchmark's weights).
+void fill_random(Tensor t, uint64_t seed, float scale, cudaStream_t s);         // elementwise_cuda.cu
+
+void rmsnorm(Tensor x, Tensor weight, float eps, Tensor out, cudaStream_t s);  // norm_cuda.cu
+void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out, cudaStream_t s);
+void rmsnorm_heads(Tensor x, int head_dim, Tensor weight, float eps, cudaStream_t s);
+
+void rope(Tensor x, const RopeParams& p, const RopeTable& table, const SequenceLayout& seqs,
+          cudaStream_t s);                                                      // rope_cuda.cu
+
+void attention(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& p, const SequenceLayout& seqs,
+               cudaStream_t s);                                                 // attention_cuda.cu
+
+void moe_route(Tensor logits, const Tensor* correction_bias, const RouterParams& p, Tensor topk_ids,
+               Tensor topk_weights, cudaStream_t s);                            // moe_cuda.cu
+void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& experts, Tensor out,
+                 Tensor scratch, cudaStream_t s);                               // moe_cuda.cu
+size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape);         // moe_cuda.cu
+
+// y = x w^T (+ bias) through cuBLASLt (gemm_cuda.cpp). Plans are cached per shape; a cache
+// miss costs a host-side heuristic query, never a device allocation or a sync.
+class Gemm {
+ public:
+  Gemm();
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+  // x, w bf16; y bf16 or fp32; bias (bf16, same as y for bf16 y) may be null.
+  void linear(Tensor x, Tensor w, const Tensor* bias, Tensor y, cudaStream_t s);
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+}  // namespace e3::kernels::cuda

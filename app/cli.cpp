@@ -60,6 +60,15 @@ Request parse_command_line(int argc, char** argv) {
       ->capture_default_str();
   info->add_option("--max-seq-len", req.info.max_seq_len, "longest sample")->capture_default_str();
   info->add_option("--gpu-memory-gib", req.info.gpu_memory_gib, "say whether a rank fits a GPU of this size");
+  auto* bench = app.add_subcommand("bench", "tokens/s and MFU of a model shape with random weights (no checkpoint)");
+  bench->add_option("--config", req.bench.config, "a config.json (e.g. shared/bench/configs/llama3_8b.json)")->required();
+  bench->add_option("--batch", req.bench.batch, "sequences per step")->capture_default_str();
+  bench->add_option("--seq", req.bench.seq, "tokens per sequence")->capture_default_str();
+  bench->add_option("--iters", req.bench.iters, "timed steps")->capture_default_str();
+  bench->add_option("--warmup", req.bench.warmup, "untimed steps first")->capture_default_str();
+  bench->add_option("--num-layers", req.bench.num_layers, "override num_hidden_layers");
+  bench->add_option("--backend", req.bench.backend, "auto | cuda | cpu")->capture_default_str();
+  bench->add_option("--comm", req.bench.comm, "auto | nccl | mpi")->capture_default_str();
   app.require_subcommand(0, 1);
 
   try {
@@ -79,6 +88,12 @@ Request parse_command_line(int argc, char** argv) {
   if (verify->parsed()) {
     req.command = Command::Verify;
     req.verify_dir = verify_dir;
+    return req;
+  }
+  if (bench->parsed()) {
+    req.command = Command::Bench;
+    E3_REQUIRE(req.bench.batch > 0 && req.bench.seq > 0 && req.bench.iters > 0 && req.bench.warmup >= 0,
+               ErrorKind::Usage, "bench: --batch, --seq and --iters must be positive");
     return req;
   }
   if (info->parsed()) {

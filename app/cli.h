@@ -4,18 +4,20 @@
 #include <optional>
 #include <string>
 
+#include "jobs/bench.h"
 #include "jobs/info.h"
 #include "jobs/run_config.h"
 
 namespace e3::app {
 
-enum class Command { Run, Verify, Info, Help };
+enum class Command { Run, Verify, Info, Bench, Help };
 
 struct Request {
   Command command = Command::Run;
   jobs::RunConfig run;
   std::filesystem::path verify_dir;
   jobs::InfoOptions info;
+  jobs::BenchOptions bench;
   std::string help_text;  // for Command::Help
   bool embedded_demo = false;  // no --model: the tiny checkpoint kept in the repository
 };

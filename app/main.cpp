@@ -54,6 +54,11 @@ int run(int argc, char** argv, const e3::parallel::MpiEnv& mpi) {
     return 0;
   }
 
+  if (req.command == e3::app::Command::Bench) {
+    e3::parallel::Grid grid(0);
+    e3::jobs::install_rank_logger(grid.tag(), spdlog::level::info);
+    return e3::jobs::run_bench(req.bench, grid);
+  }
   const e3::jobs::RunConfig& rc = req.run;
   const auto level = e3::jobs::parse_log_level(rc.log_level);
   e3::parallel::Grid grid(rc.tp);

@@ -101,15 +101,26 @@ class Backend {
   virtual void synchronize() = 0;
   // The backend's native stream (cudaStream_t for CUDA), for communicators that enqueue on it.
   virtual void* stream_handle() const { return nullptr; }
+  // Device memory in use now (all of this process's allocations), 0 where not known.
+  virtual size_t device_memory_used() const { return 0; }
+
+  // dst = src (same shape; strides allowed), on the device.
+  virtual void copy(Tensor src, Tensor dst) = 0;
+  // t = N(0, 1) * scale from a counter-based generator seeded by `seed` (benchmark weights).
+  virtual void fill_random(Tensor t, uint64_t seed, float scale) = 0;
 
   // out[i, :] = table[ids[i], :]
   virtual void embedding(Tensor ids, Tensor table, Tensor out) = 0;
-  // y = x w^T (+ bias). x [M, K], w [N, K], bias [1, N] or null, y [M, N].
+  // y = x w^T (+ bias). x [M, K], w [N, K], bias [1, N] or null, y [M, N]. x and w share a
+  // dtype (compute dtype, or fp32); y may be fp32 either way; bias has y's dtype.
   virtual void linear(Tensor x, Tensor w, const Tensor* bias, Tensor y) = 0;
-  // out = x / rms(x) * weight, row by row. weight [1, cols]. out may alias x.
+  // out = x / rms(x) * weight, row by row. weight [1, cols]. out may alias x. x and out may
+  // be fp32 or the compute dtype.
   virtual void rmsnorm(Tensor x, Tensor weight, float eps, Tensor out) = 0;
-  // residual += x, then out = rmsnorm(residual): the step between two sub-layers.
-  virtual void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out) = 0;
+  // residual += x, then out = rmsnorm(residual): the step between two sub-layers. residual
+  // and x are fp32 (the residual stream and a block's summed output); out has the compute
+  // dtype; out_f32, if it has data, receives the same normalised values in fp32.
+  virtual void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out, Tensor out_f32) = 0;
   // In place, each head_dim-wide chunk of every row normalised on its own (Qwen3's q/k norm).
   // weight [1, head_dim]; x may be a strided view.
   virtual void rmsnorm_heads(Tensor x, int head_dim, Tensor weight, float eps) = 0;
@@ -131,7 +142,7 @@ class Backend {
   // Ties go to the lower expert id.
   virtual void moe_route(Tensor logits, const Tensor* correction_bias, const RouterParams& p, Tensor topk_ids,
                          Tensor topk_weights) = 0;
-  // out [tokens, H] = sum over the (token, slot) pairs routed to this rank's experts of
+  // out [tokens, H] (fp32) = sum over the (token, slot) pairs routed to this rank's experts of
   // weight * down(silu(gate(x)) * up(x)). out is overwritten. `scratch` is a byte buffer of at
   // least moe_scratch_bytes(tokens, ...) bytes.
   virtual void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& experts, Tensor out,

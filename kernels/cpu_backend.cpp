@@ -54,13 +54,15 @@ class CpuBackend final : public Backend {
   }
   void synchronize() override {}
 
+  void copy(Tensor src, Tensor dst) override { cpu::copy(src, dst); }
+  void fill_random(Tensor t, uint64_t seed, float scale) override { cpu::fill_random(t, seed, scale); }
   void embedding(Tensor ids, Tensor table, Tensor out) override { cpu::embedding(ids, table, out); }
   void linear(Tensor x, Tensor w, const Tensor* bias, Tensor y) override { cpu::linear(x, w, bias, y); }
   void rmsnorm(Tensor x, Tensor weight, float eps, Tensor out) override {
     cpu::rmsnorm(x, weight, eps, out);
   }
-  void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out) override {
-    cpu::add_rmsnorm(residual, x, weight, eps, out);
+  void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out, Tensor out_f32) override {
+    cpu::add_rmsnorm(residual, x, weight, eps, out, out_f32);
   }
   void rmsnorm_heads(Tensor x, int head_dim, Tensor weight, float eps) override {
     cpu::rmsnorm_heads(x, head_dim, weight, eps);

@@ -94,6 +94,11 @@ class CudaBackend final : public Backend {
   }
   DType compute_dtype() const override { return DType::BF16; }
   void* stream_handle() const override { return stream_; }
+  size_t device_memory_used() const override {
+    size_t free_b = 0, total = 0;
+    cudaMemGetInfo(&free_b, &total);
+    return total - free_b;
+  }
 
   DeviceBuffer allocate(size_t bytes) override {
     void* p = nullptr;
@@ -130,13 +135,28 @@ class CudaBackend final : public Backend {
   }
   void synchronize() override { E3_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
+  void copy(Tensor src, Tensor dst) override {
+    E3_REQUIRE(src.dtype == dst.dtype && src.rows == dst.rows && src.cols == dst.cols, ErrorKind::Internal,
+               "copy {} to {}", src.shape_str(), dst.shape_str());
+    const size_t e = dtype_size(src.dtype);
+    E3_CUDA_CHECK(cudaMemcpy2DAsync(dst.data, static_cast<size_t>(dst.stride) * e, src.data,
+                                    static_cast<size_t>(src.stride) * e, static_cast<size_t>(src.cols) * e,
+                                    static_cast<size_t>(src.rows), cudaMemcpyDeviceToDevice, stream_));
+  }
+  void fill_random(Tensor t, uint64_t seed, float scale) override {
+    if (t.dtype == DType::F32) {  // fp32 weights (correction biases) start at zero
+      E3_CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.bytes(), stream_));
+      return;
+    }
+    cuda::fill_random(t, seed, scale, stream_);
+  }
   void embedding(Tensor ids, Tensor table, Tensor out) override { cuda::embedding(ids, table, out, stream_); }
   void linear(Tensor x, Tensor w, const Tensor* bias, Tensor y) override { gemm_->linear(x, w, bias, y, stream_); }
   void rmsnorm(Tensor x, Tensor weight, float eps, Tensor out) override {
     cuda::rmsnorm(x, weight, eps, out, stream_);
   }
-  void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out) override {
-    cuda::add_rmsnorm(residual, x, weight, eps, out, stream_);
+  void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out, Tensor out_f32) override {
+    cuda::add_rmsnorm(residual, x, weight, eps, out, out_f32, stream_);
   }
   void rmsnorm_heads(Tensor x, int head_dim, Tensor weight, float eps) override {
     cuda::rmsnorm_heads(x, head_dim, weight, eps, stream_);

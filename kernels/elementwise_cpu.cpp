@@ -1,4 +1,6 @@
 #include <cmath>
+#include <cstring>
+#include <random>
 
 #include "kernels/error.h"
 #include "kernels/ops_cpu.h"
@@ -33,6 +35,24 @@ void embedding(Tensor ids, Tensor table, Tensor out) {
     float* dst = out.as<float>() + i * out.stride;
     for (int64_t c = 0; c < out.cols; ++c) dst[c] = src[c];
   }
+}
+
+void copy(Tensor src, Tensor dst) {
+  E3_REQUIRE(src.dtype == dst.dtype && src.rows == dst.rows && src.cols == dst.cols, ErrorKind::Internal,
+             "copy {} to {}", src.shape_str(), dst.shape_str());
+  const size_t row_bytes = static_cast<size_t>(src.cols) * dtype_size(src.dtype);
+  for (int64_t r = 0; r < src.rows; ++r)
+    std::memcpy(static_cast<char*>(dst.data) + static_cast<size_t>(r * dst.stride) * dtype_size(dst.dtype),
+                static_cast<const char*>(src.data) + static_cast<size_t>(r * src.stride) * dtype_size(src.dtype),
+                row_bytes);
+}
+
+void fill_random(Tensor t, uint64_t seed, float scale) {
+  require_f32(t, "fill_random");
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t r = 0; r < t.rows; ++r)
+    for (int64_t c = 0; c < t.cols; ++c) t.as<float>()[r * t.stride + c] = normal(rng) * scale;
 }
 
 void add_inplace(Tensor acc, Tensor x) {

@@ -14,12 +14,17 @@ void require(bool ok, const char* what, const Tensor& a) {
   E3_REQUIRE(ok, ErrorKind::Internal, "{}: unsupported tensor {}", what, a.shape_str());
 }
 
-__global__ void embedding_kernel(const int32_t* ids, const bf16* table, int64_t table_stride, bf16* out,
+__device__ __forceinline__ float ld(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float ld(const bf16* p, int64_t i) { return to_f(p[i]); }
+__device__ __forceinline__ void st(float* p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void st(bf16* p, int64_t i, float v) { p[i] = to_bf(v); }
+
+template <typename Out>
+__global__ void embedding_kernel(const int32_t* ids, const bf16* table, int64_t table_stride, Out* out,
                                  int64_t out_stride, int64_t cols) {
   const int64_t row = blockIdx.x;
   const bf16* src = table + ids[row] * table_stride;
-  bf16* dst = out + row * out_stride;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) dst[c] = src[c];
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) st(out, row * out_stride + c, to_f(src[c]));
 }
 
 // Elementwise kernels walk rows (grid.y) and columns (grid.x, threads): no index division.
@@ -27,17 +32,19 @@ __global__ void embedding_kernel(const int32_t* ids, const bf16* table, int64_t 
   for (int64_t r = blockIdx.y; r < (rows); r += gridDim.y)                                      \
     for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < (cols); c += int64_t{gridDim.x} * blockDim.x)
 
-__global__ void add_kernel(bf16* acc, int64_t acc_stride, const bf16* x, int64_t x_stride, int64_t rows, int64_t cols) {
+template <typename Acc, typename X>
+__global__ void add_kernel(Acc* acc, int64_t acc_stride, const X* x, int64_t x_stride, int64_t rows, int64_t cols) {
   E3_FOR_EACH_ELEMENT(rows, cols) {
-    bf16& a = acc[r * acc_stride + c];
-    a = to_bf(to_f(a) + to_f(x[r * x_stride + c]));
+    const int64_t i = r * acc_stride + c;
+    st(acc, i, ld(acc, i) + ld(x, r * x_stride + c));
   }
 }
 
-__global__ void add_bias_kernel(bf16* acc, int64_t acc_stride, const bf16* bias, int64_t rows, int64_t cols) {
+template <typename Acc>
+__global__ void add_bias_kernel(Acc* acc, int64_t acc_stride, const Acc* bias, int64_t rows, int64_t cols) {
   E3_FOR_EACH_ELEMENT(rows, cols) {
-    bf16& a = acc[r * acc_stride + c];
-    a = to_bf(to_f(a) + to_f(bias[c]));
+    const int64_t i = r * acc_stride + c;
+    st(acc, i, ld(acc, i) + ld(bias, c));
   }
 }
 
@@ -128,29 +135,46 @@ dim3 grid_2d(const Tensor& t) {
 }  // namespace
 
 void embedding(Tensor ids, Tensor table, Tensor out, cudaStream_t s) {
-  require(table.dtype == DType::BF16 && out.dtype == DType::BF16 && ids.dtype == DType::I32 &&
-              ids.numel() == out.rows && table.cols == out.cols,
+  require(table.dtype == DType::BF16 && (out.dtype == DType::BF16 || out.dtype == DType::F32) &&
+              ids.dtype == DType::I32 && ids.numel() == out.rows && table.cols == out.cols,
           "cuda embedding", out);
   if (out.rows == 0) return;
-  embedding_kernel<<<static_cast<unsigned>(out.rows), 128, 0, s>>>(ids.as<int32_t>(), table.as<bf16>(), table.stride,
-                                                                    out.as<bf16>(), out.stride, out.cols);
+  const auto blocks = static_cast<unsigned>(out.rows);
+  if (out.dtype == DType::F32)
+    embedding_kernel<<<blocks, 128, 0, s>>>(ids.as<int32_t>(), table.as<bf16>(), table.stride, out.as<float>(),
+                                            out.stride, out.cols);
+  else
+    embedding_kernel<<<blocks, 128, 0, s>>>(ids.as<int32_t>(), table.as<bf16>(), table.stride, out.as<bf16>(),
+                                            out.stride, out.cols);
   E3_CUDA_LAUNCH_CHECK("embedding");
 }
 
 void add_inplace(Tensor acc, Tensor x, cudaStream_t s) {
-  require(acc.dtype == DType::BF16 && x.dtype == DType::BF16 && acc.rows == x.rows && acc.cols == x.cols,
+  require((acc.dtype == DType::BF16 || acc.dtype == DType::F32) && (x.dtype == DType::BF16 || x.dtype == DType::F32) &&
+              acc.rows == x.rows && acc.cols == x.cols,
           "cuda add", acc);
   if (acc.numel() == 0) return;
-  add_kernel<<<grid_2d(acc), kThreads, 0, s>>>(acc.as<bf16>(), acc.stride, x.as<bf16>(), x.stride, acc.rows,
-                                                        acc.cols);
+  const dim3 g = grid_2d(acc);
+  if (acc.dtype == DType::F32 && x.dtype == DType::F32)
+    add_kernel<<<g, kThreads, 0, s>>>(acc.as<float>(), acc.stride, x.as<float>(), x.stride, acc.rows, acc.cols);
+  else if (acc.dtype == DType::F32)
+    add_kernel<<<g, kThreads, 0, s>>>(acc.as<float>(), acc.stride, x.as<bf16>(), x.stride, acc.rows, acc.cols);
+  else if (x.dtype == DType::F32)
+    add_kernel<<<g, kThreads, 0, s>>>(acc.as<bf16>(), acc.stride, x.as<float>(), x.stride, acc.rows, acc.cols);
+  else
+    add_kernel<<<g, kThreads, 0, s>>>(acc.as<bf16>(), acc.stride, x.as<bf16>(), x.stride, acc.rows, acc.cols);
   E3_CUDA_LAUNCH_CHECK("add");
 }
 
 void add_bias(Tensor acc, Tensor bias, cudaStream_t s) {
-  require(acc.dtype == DType::BF16 && bias.dtype == DType::BF16 && bias.numel() == acc.cols, "cuda add_bias", acc);
+  require((acc.dtype == DType::BF16 || acc.dtype == DType::F32) && bias.dtype == acc.dtype &&
+              bias.numel() == acc.cols,
+          "cuda add_bias", acc);
   if (acc.numel() == 0) return;
-  add_bias_kernel<<<grid_2d(acc), kThreads, 0, s>>>(acc.as<bf16>(), acc.stride, bias.as<bf16>(), acc.rows,
-                                                             acc.cols);
+  if (acc.dtype == DType::F32)
+    add_bias_kernel<<<grid_2d(acc), kThreads, 0, s>>>(acc.as<float>(), acc.stride, bias.as<float>(), acc.rows, acc.cols);
+  else
+    add_bias_kernel<<<grid_2d(acc), kThreads, 0, s>>>(acc.as<bf16>(), acc.stride, bias.as<bf16>(), acc.rows, acc.cols);
   E3_CUDA_LAUNCH_CHECK("add_bias");
 }
 

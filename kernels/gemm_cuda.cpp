@@ -22,7 +22,7 @@ constexpr size_t kPlanSlots = 4096;  // open addressing; a step uses a handful o
 // Everything that decides which cuBLASLt algorithm is valid for a call.
 struct PlanKey {
   int64_t m = 0, n = 0, k = 0, ldx = 0, ldw = 0, ldy = 0;
-  int out_type = 0, bias = 0, align = 0;
+  int in_type = 0, out_type = 0, bias = 0, align = 0;
   bool operator==(const PlanKey& o) const { return std::memcmp(this, &o, sizeof *this) == 0; }
 };
 
@@ -50,16 +50,16 @@ struct Gemm::Impl {
   void* workspace = nullptr;
   std::array<Plan, kPlanSlots> plans{};
 
-  Plan& plan_for(const PlanKey& key, cudaDataType_t out_type) {
+  Plan& plan_for(const PlanKey& key, cudaDataType_t in_type, cudaDataType_t out_type) {
     size_t h = 1469598103934665603ull;
-    for (int64_t v : {key.m, key.n, key.k, key.ldx, key.ldw, key.ldy, int64_t{key.out_type}, int64_t{key.bias},
-                      int64_t{key.align}})
+    for (int64_t v : {key.m, key.n, key.k, key.ldx, key.ldw, key.ldy, int64_t{key.in_type}, int64_t{key.out_type},
+                      int64_t{key.bias}, int64_t{key.align}})
       h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
     for (size_t probe = 0; probe < kPlanSlots; ++probe) {
       Plan& p = plans[(h + probe) % kPlanSlots];
       if (p.used && p.key == key) return p;
       if (!p.used) {
-        build(p, key, out_type);
+        build(p, key, in_type, out_type);
         return p;
       }
     }
@@ -67,7 +67,7 @@ struct Gemm::Impl {
   }
 
   // Row-major y[M,N] = x[M,K] w[N,K]^T is column-major y^T = w x^T: A = w (transposed), B = x.
-  void build(Plan& p, const PlanKey& key, cudaDataType_t out_type) {
+  void build(Plan& p, const PlanKey& key, cudaDataType_t in_type, cudaDataType_t out_type) {
     E3_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     E3_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
@@ -79,9 +79,9 @@ struct Gemm::Impl {
       E3_CUBLAS_CHECK(
           cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
     }
-    E3_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, static_cast<uint64_t>(key.k),
+    E3_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, in_type, static_cast<uint64_t>(key.k),
                                                static_cast<uint64_t>(key.n), key.ldw));
-    E3_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, static_cast<uint64_t>(key.k),
+    E3_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, in_type, static_cast<uint64_t>(key.k),
                                                static_cast<uint64_t>(key.m), key.ldx));
     E3_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, out_type, static_cast<uint64_t>(key.n),
                                                static_cast<uint64_t>(key.m), key.ldy));
@@ -127,7 +127,8 @@ Gemm::~Gemm() {
 }
 
 void Gemm::linear(Tensor x, Tensor w, const Tensor* bias, Tensor y, cudaStream_t s) {
-  E3_REQUIRE(x.dtype == DType::BF16 && w.dtype == DType::BF16 && (y.dtype == DType::BF16 || y.dtype == DType::F32) &&
+  E3_REQUIRE(((x.dtype == DType::BF16 && w.dtype == DType::BF16 && (y.dtype == DType::BF16 || y.dtype == DType::F32)) ||
+              (x.dtype == DType::F32 && w.dtype == DType::F32 && y.dtype == DType::F32)) &&
                  x.cols == w.cols && y.rows == x.rows && y.cols == w.rows && (!bias || bias->dtype == y.dtype) &&
                  (!bias || bias->numel() == y.cols),
              ErrorKind::Internal, "cuda linear: x {} w {} y {}", x.shape_str(), w.shape_str(), y.shape_str());
@@ -142,10 +143,13 @@ void Gemm::linear(Tensor x, Tensor w, const Tensor* bias, Tensor y, cudaStream_t
   key.ldy = y.stride;
   key.out_type = static_cast<int>(y.dtype);
   key.bias = bias ? 1 : 0;
-  key.align = alignment(x.data, w.data, y.data, bias ? bias->data : nullptr, x.stride * 2, w.stride * 2,
+  const int64_t xe = static_cast<int64_t>(dtype_size(x.dtype));
+  key.in_type = static_cast<int>(x.dtype);
+  key.align = alignment(x.data, w.data, y.data, bias ? bias->data : nullptr, x.stride * xe, w.stride * xe,
                         y.stride * static_cast<int64_t>(ye));
+  const cudaDataType_t in_type = x.dtype == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
   const cudaDataType_t out_type = y.dtype == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
-  Plan& p = impl_->plan_for(key, out_type);
+  Plan& p = impl_->plan_for(key, in_type, out_type);
   if (bias) {
     const void* bp = bias->data;
     E3_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));

@@ -237,7 +237,7 @@ __global__ void silu_rows_kernel(const bf16* gu, bf16* act, const int32_t* total
 }
 
 // out[t] = sum over the token's slots routed here of weight * y[row], in fp32, in slot order.
-__global__ void combine_kernel(const int32_t* pair_row, const float* perm_weight, const bf16* y, int top_k, bf16* out,
+__global__ void combine_kernel(const int32_t* pair_row, const float* perm_weight, const bf16* y, int top_k, float* out,
                                int64_t os, int64_t H) {
   const int64_t t = blockIdx.x;
   for (int64_t c = threadIdx.x; c < H; c += blockDim.x) {
@@ -246,7 +246,7 @@ __global__ void combine_kernel(const int32_t* pair_row, const float* perm_weight
       const int r = pair_row[t * top_k + j];
       if (r >= 0) acc += perm_weight[r] * to_f(y[int64_t{r} * H + c]);
     }
-    out[t * os + c] = to_bf(acc);
+    out[t * os + c] = acc;
   }
 }
 
@@ -384,7 +384,7 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
                  cudaStream_t s) {
   const int64_t M = x.rows, H = x.cols, I = ex.intermediate;
   const int K = static_cast<int>(topk_ids.cols), E = ex.num_experts;
-  E3_REQUIRE(x.dtype == DType::BF16 && out.dtype == DType::BF16 && topk_ids.contiguous() && topk_weights.contiguous() &&
+  E3_REQUIRE(x.dtype == DType::BF16 && out.dtype == DType::F32 && topk_ids.contiguous() && topk_weights.contiguous() &&
                  ex.gate_up.rows == E * 2 * I && ex.gate_up.cols == H && ex.down.rows == E * H && ex.down.cols == I &&
                  H % 8 == 0 && I % 8 == 0 && out.rows == M && out.cols == H,
              ErrorKind::Internal, "cuda moe_experts: x {} gate_up {} down {} out {}", x.shape_str(),
@@ -415,7 +415,7 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
   grouped_gemm({l.act, ex.down.as<bf16>(), l.y, l.row_offsets, l.tile_offsets, E, static_cast<int>(H),
                 static_cast<int>(I)},
                max_rows, s);
-  combine_kernel<<<static_cast<unsigned>(M), 256, 0, s>>>(l.pair_row, l.perm_weight, l.y, K, out.as<bf16>(),
+  combine_kernel<<<static_cast<unsigned>(M), 256, 0, s>>>(l.pair_row, l.perm_weight, l.y, K, out.as<float>(),
                                                           out.stride, H);
   E3_CUDA_LAUNCH_CHECK("moe combine");
 }

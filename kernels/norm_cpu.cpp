@@ -25,9 +25,10 @@ void rmsnorm(Tensor x, Tensor weight, float eps, Tensor out) {
   }
 }
 
-void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out) {
+void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out, Tensor out_f32) {
   add_inplace(residual, x);
   rmsnorm(residual, weight, eps, out);
+  if (out_f32.data) copy(out, out_f32);
 }
 
 void rmsnorm_heads(Tensor x, int head_dim, Tensor weight, float eps) {

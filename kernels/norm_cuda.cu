@@ -21,27 +21,42 @@ __device__ float block_sum(float v, float* shared) {
   return total;
 }
 
-// One block per row. With `add`, residual += x first (rounded to bf16, as a bf16 add is) and
-// the normalised value is that of the new residual. As HF: x * rsqrt(mean(x^2) + eps) in
-// fp32, rounded to bf16, then times the weight.
-template <bool kAdd>
-__global__ void rmsnorm_kernel(bf16* residual, int64_t rs, const bf16* x, int64_t xs, const bf16* w, float eps,
-                               bf16* out, int64_t os, int64_t cols) {
+__device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float load(const bf16* p, int64_t i) { return to_f(p[i]); }
+__device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void store(bf16* p, int64_t i, float v) { p[i] = to_bf(v); }
+
+// One block per row: out = w * x * rsqrt(mean(x^2) + eps), computed in fp32, rounded once.
+template <typename In, typename Out>
+__global__ void rmsnorm_kernel(const In* x, int64_t xs, const bf16* w, float eps, Out* out, int64_t os, int64_t cols) {
   __shared__ float shared[32];
-  const int64_t row = blockIdx.x;
-  bf16* res = residual + row * rs;
+  const In* row = x + blockIdx.x * xs;
+  float sum_sq = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum_sq += load(row, c) * load(row, c);
+  const float inv = rsqrtf(block_sum(sum_sq, shared) / static_cast<float>(cols) + eps);
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+    store(out, blockIdx.x * os + c, to_f(w[c]) * (load(row, c) * inv));
+}
+
+// residual (fp32) += x (fp32), then the normalised residual into out (bf16) and, if given,
+// into out32 (fp32).
+__global__ void add_rmsnorm_kernel(float* residual, int64_t rs, const float* x, int64_t xs, const bf16* w, float eps,
+                                   bf16* out, int64_t os, float* out32, int64_t o32s, int64_t cols) {
+  __shared__ float shared[32];
+  float* res = residual + blockIdx.x * rs;
+  const float* add = x + blockIdx.x * xs;
   float sum_sq = 0.0f;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    float v = to_f(res[c]);
-    if (kAdd) {
-      v = round_bf(v + to_f(x[row * xs + c]));
-      res[c] = to_bf(v);
-    }
+    const float v = res[c] + add[c];
+    res[c] = v;
     sum_sq += v * v;
   }
   const float inv = rsqrtf(block_sum(sum_sq, shared) / static_cast<float>(cols) + eps);
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-    out[row * os + c] = to_bf(to_f(w[c]) * round_bf(to_f(res[c]) * inv));
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float y = to_f(w[c]) * (res[c] * inv);
+    out[blockIdx.x * os + c] = to_bf(y);
+    if (out32) out32[blockIdx.x * o32s + c] = y;
+  }
 }
 
 // One warp per (row, head).
@@ -55,33 +70,46 @@ __global__ void rmsnorm_heads_kernel(bf16* x, int64_t xs, int64_t rows, int head
   for (int c = lane; c < head_dim; c += 32) sum_sq += to_f(p[c]) * to_f(p[c]);
   for (int o = 16; o > 0; o >>= 1) sum_sq += __shfl_xor_sync(0xffffffffu, sum_sq, o);
   const float inv = rsqrtf(sum_sq / static_cast<float>(head_dim) + eps);
-  for (int c = lane; c < head_dim; c += 32) p[c] = to_bf(to_f(w[c]) * round_bf(to_f(p[c]) * inv));
+  for (int c = lane; c < head_dim; c += 32) p[c] = to_bf(to_f(w[c]) * (to_f(p[c]) * inv));
 }
 
-void check(const Tensor& t, const Tensor& w, const char* what) {
-  E3_REQUIRE(t.dtype == DType::BF16 && w.dtype == DType::BF16 && w.numel() == t.cols, ErrorKind::Internal,
-             "cuda {}: x {} weight {}", what, t.shape_str(), w.shape_str());
+template <typename In>
+void launch_rmsnorm(Tensor x, Tensor w, float eps, Tensor out, cudaStream_t s) {
+  const auto blocks = static_cast<unsigned>(x.rows);
+  if (out.dtype == DType::F32)
+    rmsnorm_kernel<In, float><<<blocks, kThreads, 0, s>>>(x.as<In>(), x.stride, w.as<bf16>(), eps, out.as<float>(),
+                                                          out.stride, x.cols);
+  else
+    rmsnorm_kernel<In, bf16><<<blocks, kThreads, 0, s>>>(x.as<In>(), x.stride, w.as<bf16>(), eps, out.as<bf16>(),
+                                                         out.stride, x.cols);
 }
 
 }  // namespace
 
 void rmsnorm(Tensor x, Tensor weight, float eps, Tensor out, cudaStream_t s) {
-  check(x, weight, "rmsnorm");
-  E3_REQUIRE(out.rows == x.rows && out.cols == x.cols, ErrorKind::Internal, "cuda rmsnorm out {}", out.shape_str());
+  E3_REQUIRE((x.dtype == DType::BF16 || x.dtype == DType::F32) && (out.dtype == DType::BF16 || out.dtype == DType::F32) &&
+                 weight.dtype == DType::BF16 && weight.numel() == x.cols && out.rows == x.rows && out.cols == x.cols,
+             ErrorKind::Internal, "cuda rmsnorm: x {} weight {} out {}", x.shape_str(), weight.shape_str(),
+             out.shape_str());
   if (x.rows == 0) return;
-  rmsnorm_kernel<false><<<static_cast<unsigned>(x.rows), kThreads, 0, s>>>(
-      x.as<bf16>(), x.stride, nullptr, 0, weight.as<bf16>(), eps, out.as<bf16>(), out.stride, x.cols);
+  if (x.dtype == DType::F32)
+    launch_rmsnorm<float>(x, weight, eps, out, s);
+  else
+    launch_rmsnorm<bf16>(x, weight, eps, out, s);
   E3_CUDA_LAUNCH_CHECK("rmsnorm");
 }
 
-void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out, cudaStream_t s) {
-  check(residual, weight, "add_rmsnorm");
-  E3_REQUIRE(x.rows == residual.rows && x.cols == residual.cols && out.rows == x.rows && out.cols == x.cols,
-             ErrorKind::Internal, "cuda add_rmsnorm x {} out {}", x.shape_str(), out.shape_str());
+void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out, Tensor out_f32, cudaStream_t s) {
+  E3_REQUIRE(residual.dtype == DType::F32 && x.dtype == DType::F32 && out.dtype == DType::BF16 &&
+                 weight.dtype == DType::BF16 && weight.numel() == x.cols && x.rows == residual.rows &&
+                 x.cols == residual.cols && out.rows == x.rows && out.cols == x.cols &&
+                 (!out_f32.data || (out_f32.dtype == DType::F32 && out_f32.rows == x.rows && out_f32.cols == x.cols)),
+             ErrorKind::Internal, "cuda add_rmsnorm: residual {} x {} out {}", residual.shape_str(), x.shape_str(),
+             out.shape_str());
   if (x.rows == 0) return;
-  rmsnorm_kernel<true><<<static_cast<unsigned>(x.rows), kThreads, 0, s>>>(
-      residual.as<bf16>(), residual.stride, x.as<bf16>(), x.stride, weight.as<bf16>(), eps, out.as<bf16>(),
-      out.stride, x.cols);
+  add_rmsnorm_kernel<<<static_cast<unsigned>(x.rows), kThreads, 0, s>>>(
+      residual.as<float>(), residual.stride, x.as<float>(), x.stride, weight.as<bf16>(), eps, out.as<bf16>(),
+      out.stride, out_f32.data ? out_f32.as<float>() : nullptr, out_f32.stride, x.cols);
   E3_CUDA_LAUNCH_CHECK("add_rmsnorm");
 }
 

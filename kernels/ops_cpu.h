@@ -9,12 +9,14 @@
 namespace e3::kernels::cpu {
 
 void embedding(Tensor ids, Tensor table, Tensor out);                    // elementwise_cpu.cpp
+void copy(Tensor src, Tensor dst);                                       // elementwise_cpu.cpp
+void fill_random(Tensor t, uint64_t seed, float scale);                  // elementwise_cpu.cpp
 void add_inplace(Tensor acc, Tensor x);                                  // elementwise_cpu.cpp
 void add_bias(Tensor acc, Tensor bias);                                  // elementwise_cpu.cpp
 void silu_mul(Tensor gate, Tensor up, Tensor out);                       // elementwise_cpu.cpp
 void linear(Tensor x, Tensor w, const Tensor* bias, Tensor y);           // gemm_cpu.cpp
 void rmsnorm(Tensor x, Tensor weight, float eps, Tensor out);            // norm_cpu.cpp
-void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out);  // norm_cpu.cpp
+void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out, Tensor out_f32);  // norm_cpu.cpp
 void rmsnorm_heads(Tensor x, int head_dim, Tensor weight, float eps);    // norm_cpu.cpp
 void rope(Tensor x, const RopeParams& p, const RopeTable& table, const SequenceLayout& seqs);  // rope_cpu.cpp
 // `scratch` holds per-thread score rows; it grows on first use only.

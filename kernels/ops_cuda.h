@@ -21,7 +21,7 @@ void convert(Tensor src, Tensor dst, cudaStream_t s);                           
 void fill_random(Tensor t, uint64_t seed, float scale, cudaStream_t s);         // elementwise_cuda.cu
 
 void rmsnorm(Tensor x, Tensor weight, float eps, Tensor out, cudaStream_t s);  // norm_cuda.cu
-void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out, cudaStream_t s);
+void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out, Tensor out_f32, cudaStream_t s);
 void rmsnorm_heads(Tensor x, int head_dim, Tensor weight, float eps, cudaStream_t s);
 
 void rope(Tensor x, const RopeParams& p, const RopeTable& table, const SequenceLayout& seqs,
@@ -44,7 +44,7 @@ class Gemm {
   ~Gemm();
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
-  // x, w bf16; y bf16 or fp32; bias (bf16, same as y for bf16 y) may be null.
+  // x, w both bf16 or both fp32; y bf16 or fp32 (fp32 for fp32 inputs); bias has y's dtype.
   void linear(Tensor x, Tensor w, const Tensor* bias, Tensor y, cudaStream_t s);
 
  private:

@@ -18,10 +18,12 @@ class PlanningBackend final : public Backend {
   void upload_raw(Tensor, const void*) override {}
   void download_float(Tensor, float*) override { refuse(); }
   void synchronize() override {}
+  void copy(Tensor, Tensor) override { refuse(); }
+  void fill_random(Tensor, uint64_t, float) override {}
   void embedding(Tensor, Tensor, Tensor) override { refuse(); }
   void linear(Tensor, Tensor, const Tensor*, Tensor) override { refuse(); }
   void rmsnorm(Tensor, Tensor, float, Tensor) override { refuse(); }
-  void add_rmsnorm(Tensor, Tensor, Tensor, float, Tensor) override { refuse(); }
+  void add_rmsnorm(Tensor, Tensor, Tensor, float, Tensor, Tensor) override { refuse(); }
   void rmsnorm_heads(Tensor, int, Tensor, float) override { refuse(); }
   void add_inplace(Tensor, Tensor) override { refuse(); }
   void add_bias(Tensor, Tensor) override { refuse(); }

@@ -25,12 +25,18 @@ void WorkspaceNeeds::need_moe(const kernels::MoeScratchShape& m) {
 }
 
 size_t Workspace::bytes() const {
-  size_t n = ids.bytes() + positions.bytes() + cu_seqlens.bytes() + residual.bytes() + normed.bytes() + partial.bytes();
+  size_t n = ids.bytes() + positions.bytes() + cu_seqlens.bytes() + residual.bytes() + normed.bytes() +
+             normed_f32.bytes() + partial.bytes();
   for (const kernels::DeviceBuffer& b : scratch) n += b.bytes();
   return n;
 }
 
 namespace {
+
+WeightSpec fp32(WeightSpec s) {
+  s.keep_fp32 = true;
+  return s;
+}
 
 class GqaAttention final : public AttentionBlock {
  public:
@@ -63,9 +69,9 @@ class GqaAttention final : public AttentionBlock {
       loader.load_into(WeightSpec::row_block(names.v + ".bias", {kv_rows}, kv_begin * hd, kvn),
                        qkv_bias_.col_slice(qn + kvn, kvn));
     }
-    // The output bias is added once: by TP rank 0, before the all-reduce.
+    // The output bias is added once: by TP rank 0, before the all-reduce, in the fp32 partial.
     if (s_.o_bias) {
-      Tensor b = loader.load(WeightSpec::replicated(names.o + ".bias", {H}));
+      Tensor b = loader.load(fp32(WeightSpec::replicated(names.o + ".bias", {H})));
       if (tp.rank == 0) o_bias_ = b;
     }
     if (s_.qk_norm) {
@@ -142,7 +148,7 @@ class MlaAttention final : public AttentionBlock {
     o_ = loader.load(WeightSpec::col_block(names.o + ".weight", {H, s_.num_heads * s_.v_dim}, h0 * s_.v_dim,
                                            heads_ * s_.v_dim));
     if (s_.bias) {
-      Tensor b = loader.load(WeightSpec::replicated(names.o + ".bias", {H}));
+      Tensor b = loader.load(fp32(WeightSpec::replicated(names.o + ".bias", {H})));
       if (tp.rank == 0) o_bias_ = b;
     }
     needs.need(Scratch::KvCompressed, kv_a_rows, dt);
@@ -228,7 +234,7 @@ class SwigluMlp final : public FfnBlock {
                        gate_up_bias_.col_slice(0, local_));
       loader.load_into(WeightSpec::row_block(names.up + ".bias", {I}, begin, local_),
                        gate_up_bias_.col_slice(local_, local_));
-      Tensor b = loader.load(WeightSpec::replicated(names.down + ".bias", {H}));
+      Tensor b = loader.load(fp32(WeightSpec::replicated(names.down + ".bias", {H})));
       if (tp.rank == 0) down_bias_ = b;
     }
     needs.need(Scratch::GateUp, 2 * local_, dt);
@@ -259,10 +265,9 @@ class MoeFfn final : public FfnBlock {
          DType dt)
       : s_(shape) {
     const int64_t H = s_.hidden, I = s_.intermediate, E = s_.num_experts;
-    // The router runs on every rank for every token with fp32 logits, as HF does; its weight is
-    // exact in the compute dtype (a bf16 checkpoint's values), the correction bias is not.
-    gate_ = loader.load(WeightSpec::replicated(names.gate, {E, H}));
-    if (s_.correction_bias) correction_bias_ = loader.load(with_fp32(WeightSpec::replicated(names.correction_bias, {E})));
+    // The router runs on every rank for every token, in fp32 as HF does.
+    gate_ = loader.load(fp32(WeightSpec::replicated(names.gate, {E, H})));
+    if (s_.correction_bias) correction_bias_ = loader.load(fp32(WeightSpec::replicated(names.correction_bias, {E})));
     // Expert parallelism: this rank's E / tp experts, each loaded whole, nothing of the others.
     experts_.num_experts = static_cast<int>(E / tp.size);
     experts_.first_expert = tp.rank * experts_.num_experts;
@@ -285,9 +290,11 @@ class MoeFfn final : public FfnBlock {
     needs.need(Scratch::RouterLogits, E, DType::F32);
     needs.need(Scratch::TopkIds, k, DType::I32);
     needs.need(Scratch::TopkWeights, k, DType::F32);
-    if (shared_) needs.need(Scratch::MoeShared, H, dt);
+    if (shared_) needs.need(Scratch::MoeShared, H, DType::F32);
     needs.need_moe({static_cast<int>(k), experts_.num_experts, H, I});
   }
+
+  bool wants_fp32_input() const override { return true; }
 
   void forward(Tensor normed, Tensor out, StepContext& ctx) override {
     kernels::Backend& be = ctx.backend;
@@ -295,21 +302,17 @@ class MoeFfn final : public FfnBlock {
     Tensor logits = ctx.ws.view(Scratch::RouterLogits, DType::F32, M, s_.num_experts);
     Tensor ids = ctx.ws.view(Scratch::TopkIds, DType::I32, M, k);
     Tensor weights = ctx.ws.view(Scratch::TopkWeights, DType::F32, M, k);
-    be.linear(normed, gate_, nullptr, logits);
+    be.linear(ctx.normed_f32, gate_, nullptr, logits);
     be.moe_route(logits, correction_bias_.data ? &correction_bias_ : nullptr, s_.router, ids, weights);
     be.moe_experts(normed, ids, weights, experts_, out, ctx.ws.moe_work);
     if (shared_) {
-      Tensor shared = ctx.ws.view(Scratch::MoeShared, normed.dtype, M, s_.hidden);
+      Tensor shared = ctx.ws.view(Scratch::MoeShared, DType::F32, M, s_.hidden);
       shared_->forward(normed, shared, ctx);
       be.add_inplace(out, shared);
     }
   }
 
  private:
-  static WeightSpec with_fp32(WeightSpec s) {
-    s.keep_fp32 = true;
-    return s;
-  }
   MoeShape s_;
   Tensor gate_;             // [E, H] fp32, replicated
   Tensor correction_bias_;  // [1, E] fp32 (noaux_tc)

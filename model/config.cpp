@@ -350,7 +350,10 @@ ModelConfig parse_model_config(const json& whole, const std::filesystem::path& s
 }
 
 ModelConfig load_model_config(const std::filesystem::path& model_dir) {
-  const auto path = model_dir / "config.json";
+  return load_model_config_file(model_dir / "config.json");
+}
+
+ModelConfig load_model_config_file(const std::filesystem::path& path) {
   std::ifstream in(path);
   E3_REQUIRE(in.good(), ErrorKind::Model, "cannot read {} (is --model a HuggingFace checkpoint directory?)",
              path.string());

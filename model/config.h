@@ -97,6 +97,8 @@ struct ModelConfig {
 
 // Reads and validates DIR/config.json. Errors name the file and the key.
 ModelConfig load_model_config(const std::filesystem::path& model_dir);
+// The same from a config file by its own path (the benchmark's shapes).
+ModelConfig load_model_config_file(const std::filesystem::path& path);
 // The same from an already parsed document; `source` is used in error messages.
 ModelConfig parse_model_config(const nlohmann::json& doc, const std::filesystem::path& source);
 

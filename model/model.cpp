@@ -1,5 +1,7 @@
 #include "model/model.h"
 
+#include <optional>
+
 #include "kernels/error.h"
 #include "model/decoder.h"
 
@@ -28,11 +30,12 @@ namespace {
 class DecoderModel final : public Model {
  public:
   DecoderModel(const ModelConfig& config, const Checkpoint* ckpt, kernels::Backend& backend,
-               parallel::Communicator* comm, const ModelOptions& opt)
+               parallel::Communicator* comm, const ModelOptions& opt, std::optional<uint64_t> random_seed = {})
       : config_(config), backend_(backend), comm_(comm), opt_(opt) {
     E3_REQUIRE(opt.max_tokens > 0 && opt.max_seq_len > 0, ErrorKind::Internal, "model options unset");
     check_tensor_parallel(config_, opt.tp_size);
     WeightLoader loader(ckpt, backend_, store_, config_.tensor_prefix);
+    if (random_seed) loader.fill_random(*random_seed);  // the same on every rank: replicated weights agree
     TpSlice tp{opt.tp_rank, opt.tp_size};
     parts_ = config_.is_mla() ? build_deepseek(config_, tp, loader) : build_llama_family(config_, tp, loader);
     allocate_workspace();
@@ -65,10 +68,13 @@ class DecoderModel final : public Model {
     be.upload_raw(seqs.positions, batch.positions.data());
     be.upload_raw(seqs.cu_seqlens, batch.cu_seqlens.data());
 
-    Tensor x = ws_.residual.view(dt, M, H);
+    // The residual stream and the summed block outputs stay fp32 on every backend: bf16 there
+    // would add a rounding per sub-layer to every captured state.
+    Tensor x = ws_.residual.view(DType::F32, M, H);
     Tensor h = ws_.normed.view(dt, M, H);
-    Tensor partial = ws_.partial.view(dt, M, H);
-    StepContext ctx{be, ws_, seqs, rope_, M};
+    Tensor h32 = ws_.normed_f32.view(DType::F32, M, H);
+    Tensor partial = ws_.partial.view(DType::F32, M, H);
+    StepContext ctx{be, ws_, seqs, rope_, M, h32};
     const float eps = static_cast<float>(config_.rms_norm_eps);
     const int L = static_cast<int>(parts_.layers.size());
 
@@ -79,20 +85,21 @@ class DecoderModel final : public Model {
       DecoderLayer& layer = parts_.layers[static_cast<size_t>(l)];
       layer.attention->forward(h, partial, ctx);
       comm_->all_reduce_sum(partial);
-      be.add_rmsnorm(x, partial, layer.post_attention_norm, eps, h);
+      be.add_rmsnorm(x, partial, layer.post_attention_norm, eps, h,
+                     layer.ffn->wants_fp32_input() ? h32 : Tensor{});
       layer.ffn->forward(h, partial, ctx);
       comm_->all_reduce_sum(partial);
       // The residual add is fused with the next layer's input norm.
       if (l + 1 < L)
-        be.add_rmsnorm(x, partial, parts_.layers[static_cast<size_t>(l + 1)].input_norm, eps, h);
+        be.add_rmsnorm(x, partial, parts_.layers[static_cast<size_t>(l + 1)].input_norm, eps, h, Tensor{});
       else
         be.add_inplace(x, partial);
       // Id l+1 is this layer's output; id L does not exist (the final state is separate).
       if (sink && l + 1 < L && sink->wants(l + 1)) sink->capture(l + 1, x);
     }
     if (sink && sink->final_mode() == FinalMode::PostNorm) {
-      be.rmsnorm(x, parts_.final_norm, eps, h);
-      sink->capture_final(h);
+      be.rmsnorm(x, parts_.final_norm, eps, h32);
+      sink->capture_final(h32);
     } else if (sink && sink->final_mode() == FinalMode::PreNorm) {
       sink->capture_final(x);
     }
@@ -107,9 +114,10 @@ class DecoderModel final : public Model {
     ws_.ids = be.allocate(M * 4);
     ws_.positions = be.allocate(M * 4);
     ws_.cu_seqlens = be.allocate((M + 1) * 4);
-    ws_.residual = be.allocate(M * H * e);
+    ws_.residual = be.allocate(M * H * 4);
     ws_.normed = be.allocate(M * H * e);
-    ws_.partial = be.allocate(M * H * e);
+    ws_.normed_f32 = be.allocate(M * H * 4);
+    ws_.partial = be.allocate(M * H * 4);
     for (size_t s = 0; s < ws_.scratch.size(); ++s) {
       const size_t per_token = parts_.needs.bytes_per_token[s];
       if (per_token) ws_.scratch[s] = be.allocate(M * per_token);
@@ -153,6 +161,11 @@ std::unique_ptr<Model> load_model(const ModelConfig& config, const Checkpoint& c
              "communicator {}/{} does not match TP {}/{}", comm.rank(), comm.size(), options.tp_rank,
              options.tp_size);
   return std::make_unique<DecoderModel>(config, &ckpt, backend, &comm, options);
+}
+
+std::unique_ptr<Model> make_random_model(const ModelConfig& config, kernels::Backend& backend,
+                                         parallel::Communicator& comm, const ModelOptions& options, uint64_t seed) {
+  return std::make_unique<DecoderModel>(config, nullptr, backend, &comm, options, seed);
 }
 
 MemoryPlan plan_memory(const ModelConfig& config, DType compute_dtype, const ModelOptions& options) {

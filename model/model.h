@@ -49,6 +49,10 @@ class Model {
 std::unique_ptr<Model> load_model(const ModelConfig& config, const Checkpoint& ckpt, kernels::Backend& backend,
                                   parallel::Communicator& comm, const ModelOptions& options);
 
+// The model with random weights of the config's shapes (the benchmark: no checkpoint).
+std::unique_ptr<Model> make_random_model(const ModelConfig& config, kernels::Backend& backend,
+                                         parallel::Communicator& comm, const ModelOptions& options, uint64_t seed);
+
 struct MemoryPlan {
   size_t weight_bytes = 0;
   size_t workspace_bytes = 0;

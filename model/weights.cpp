@@ -1,5 +1,7 @@
 #include "model/weights.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -60,6 +62,8 @@ void WeightLoader::load_into(const WeightSpec& spec, kernels::Tensor dst) {
   E3_REQUIRE(spec.row_begin >= 0 && spec.col_begin >= 0 && spec.row_begin + rows <= spec.full_rows() &&
                  spec.col_begin + cols <= spec.full_cols() && dst.rows == rows && dst.cols == cols,
              ErrorKind::Internal, "slice of '{}' outside its shape or its destination {}", spec.name, dst.shape_str());
+  if (!ckpt_ && random_ && rows > 0 && cols > 0)
+    backend_.fill_random(dst, seed_++, 1.0f / std::sqrt(static_cast<float>(spec.full_cols())));
   if (!ckpt_ || rows == 0 || cols == 0) return;
 
   const std::string name = prefix_ + spec.name;

@@ -52,6 +52,12 @@ class WeightLoader {
   // `prefix` is prepended to every name looked up in the checkpoint.
   WeightLoader(const Checkpoint* ckpt, kernels::Backend& backend, WeightStore& store, std::string prefix = "")
       : ckpt_(ckpt), backend_(backend), store_(store), prefix_(std::move(prefix)) {}
+  // Without a checkpoint: fill every weight with N(0, 1/fan_in) instead of leaving it unset
+  // (the benchmark, which needs real shapes, not real values).
+  void fill_random(uint64_t seed) {
+    random_ = true;
+    seed_ = seed;
+  }
 
   // Throws a model error naming the tensor and the file on a missing tensor, a shape that
   // differs from spec.shape, or an unsupported dtype.
@@ -67,6 +73,8 @@ class WeightLoader {
   kernels::Backend& backend_;
   WeightStore& store_;
   std::string prefix_;
+  bool random_ = false;
+  uint64_t seed_ = 0;
   std::vector<float> staging_;
 };
 

@@ -1,0 +1,342 @@
+// Every CUDA kernel against its CPU twin on random inputs. Inputs are rounded to bf16 first,
+// so both backends see the same values; outputs are poisoned with NaN before each run, so an
+// element the kernel forgets to write fails. Skipped, saying so, where no GPU is visible.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "kernels/backend.h"
+#include "support/test_support.h"
+
+namespace e3::kernels {
+namespace {
+
+std::vector<float> bf16_rounded(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::vector<float> v = test::random_floats(n, seed);
+  for (float& x : v) x = bf16_to_float(float_to_bf16(x * scale));
+  return v;
+}
+
+double rel_err(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    num += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// The same logical tensor on the CPU backend (fp32) and the GPU (bf16 or as asked).
+struct Pair {
+  DeviceBuffer cpu_buf, gpu_buf;
+  Tensor cpu, gpu;
+};
+
+class CudaKernel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible: the CUDA kernel tests need one (they run on the GPU machine)";
+    gpu_ = make_cuda_backend(0);
+    cpu_ = make_cpu_backend(2);
+  }
+
+  // rows x cols (row stride `stride`, default cols) filled with `values` on both sides.
+  Pair make(int64_t rows, int64_t cols, const std::vector<float>& values, DType gpu_type = DType::BF16,
+            int64_t stride = 0) {
+    if (stride == 0) stride = cols;
+    Pair p;
+    p.cpu_buf = cpu_->allocate(static_cast<size_t>(rows * stride) * 4);
+    p.gpu_buf = gpu_->allocate(static_cast<size_t>(rows * stride) * dtype_size(gpu_type));
+    std::vector<float> full(static_cast<size_t>(rows * stride), std::numeric_limits<float>::quiet_NaN());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) full[static_cast<size_t>(r * stride + c)] = values[static_cast<size_t>(r * cols + c)];
+    Tensor cpu_full = p.cpu_buf.view(DType::F32, rows, stride), gpu_full = p.gpu_buf.view(gpu_type, rows, stride);
+    cpu_->upload_float(cpu_full, full.data());
+    gpu_->upload_float(gpu_full, full.data());
+    p.cpu = cpu_full.col_slice(0, cols);
+    p.gpu = gpu_full.col_slice(0, cols);
+    return p;
+  }
+  Pair poisoned(int64_t rows, int64_t cols, DType gpu_type = DType::BF16) {
+    return make(rows, cols, std::vector<float>(static_cast<size_t>(rows * cols), std::numeric_limits<float>::quiet_NaN()),
+                gpu_type);
+  }
+  Pair ints(const std::vector<int32_t>& v) {
+    Pair p;
+    p.cpu_buf = cpu_->allocate(v.size() * 4);
+    p.gpu_buf = gpu_->allocate(v.size() * 4);
+    p.cpu = p.cpu_buf.view(DType::I32, 1, static_cast<int64_t>(v.size()));
+    p.gpu = p.gpu_buf.view(DType::I32, 1, static_cast<int64_t>(v.size()));
+    cpu_->upload_raw(p.cpu, v.data());
+    gpu_->upload_raw(p.gpu, v.data());
+    return p;
+  }
+  std::vector<float> host(Backend& be, Tensor t) {
+    std::vector<float> out(static_cast<size_t>(t.numel()));
+    be.download_float(t, out.data());
+    return out;
+  }
+  void expect_close(const Pair& p, double tol, const std::string& what) {
+    const double e = rel_err(host(*gpu_, p.gpu), host(*cpu_, p.cpu));
+    EXPECT_LT(e, tol) << what;
+  }
+
+  // A packed batch of sequences of the given lengths on both backends.
+  struct Seqs {
+    Pair positions, cu;
+    std::vector<int32_t> cu_host;
+    SequenceLayout cpu, gpu;
+  };
+  Seqs seqs(const std::vector<int>& lens) {
+    Seqs s;
+    std::vector<int32_t> pos;
+    s.cu_host.push_back(0);
+    int64_t longest = 0;
+    for (int n : lens) {
+      for (int i = 0; i < n; ++i) pos.push_back(i);
+      s.cu_host.push_back(s.cu_host.back() + n);
+      longest = std::max<int64_t>(longest, n);
+    }
+    s.positions = ints(pos);
+    s.cu = ints(s.cu_host);
+    for (SequenceLayout* l : {&s.cpu, &s.gpu}) {
+      l->cu_seqlens_host = s.cu_host.data();
+      l->num_seqs = static_cast<int>(lens.size());
+      l->num_tokens = s.cu_host.back();
+      l->max_seqlen = longest;
+    }
+    s.cpu.positions = s.positions.cpu;
+    s.gpu.positions = s.positions.gpu;
+    s.cpu.cu_seqlens = s.cu.cpu;
+    s.gpu.cu_seqlens = s.cu.gpu;
+    return s;
+  }
+
+  std::unique_ptr<Backend> gpu_, cpu_;
+};
+
+TEST_F(CudaKernel, LinearWithAndWithoutBias) {
+  const int64_t M = 77, K = 96, N = 40;
+  Pair x = make(M, K, bf16_rounded(M * K, 1)), w = make(N, K, bf16_rounded(N * K, 2), DType::BF16);
+  Pair b = make(1, N, bf16_rounded(N, 3));
+  for (bool bias : {false, true}) {
+    Pair y = poisoned(M, N);
+    cpu_->linear(x.cpu, w.cpu, bias ? &b.cpu : nullptr, y.cpu);
+    gpu_->linear(x.gpu, w.gpu, bias ? &b.gpu : nullptr, y.gpu);
+    expect_close(y, 1e-2, bias ? "with bias" : "no bias");
+  }
+}
+
+TEST_F(CudaKernel, LinearFp32ForTheRouter) {
+  const int64_t M = 40, K = 64, N = 16;
+  Pair x = make(M, K, test::random_floats(M * K, 29), DType::F32), w = make(N, K, test::random_floats(N * K, 30), DType::F32);
+  Pair y = poisoned(M, N, DType::F32);
+  cpu_->linear(x.cpu, w.cpu, nullptr, y.cpu);
+  gpu_->linear(x.gpu, w.gpu, nullptr, y.gpu);
+  expect_close(y, 1e-5, "fp32 x fp32 -> fp32");
+}
+
+TEST_F(CudaKernel, LinearStridedInputAndFp32Output) {
+  const int64_t M = 50, K = 64, N = 24;
+  Pair x = make(M, K, bf16_rounded(M * K, 4), DType::BF16, K + 32);  // a column slice of a wider tensor
+  Pair w = make(N, K, bf16_rounded(N * K, 5));
+  Pair y = poisoned(M, N, DType::F32);
+  cpu_->linear(x.cpu, w.cpu, nullptr, y.cpu);
+  gpu_->linear(x.gpu, w.gpu, nullptr, y.gpu);
+  expect_close(y, 1e-5, "fp32 output from bf16 operands (exact products, fp32 sums)");
+}
+
+TEST_F(CudaKernel, RmsnormAddRmsnormAndPerHead) {
+  const int64_t M = 33, H = 320;
+  Pair x = make(M, H, bf16_rounded(M * H, 6)), w = make(1, H, bf16_rounded(H, 7));
+  Pair out = poisoned(M, H);
+  cpu_->rmsnorm(x.cpu, w.cpu, 1e-6f, out.cpu);
+  gpu_->rmsnorm(x.gpu, w.gpu, 1e-6f, out.gpu);
+  expect_close(out, 1e-2, "rmsnorm");
+
+  // The residual stream and the block output are fp32; the normalised output bf16 and fp32.
+  Pair res = make(M, H, test::random_floats(M * H, 8), DType::F32);
+  Pair delta = make(M, H, test::random_floats(M * H, 9), DType::F32);
+  Pair out2 = poisoned(M, H), out32 = poisoned(M, H, DType::F32);
+  cpu_->add_rmsnorm(res.cpu, delta.cpu, w.cpu, 1e-5f, out2.cpu, out32.cpu);
+  gpu_->add_rmsnorm(res.gpu, delta.gpu, w.gpu, 1e-5f, out2.gpu, out32.gpu);
+  expect_close(res, 1e-6, "add_rmsnorm residual (fp32)");
+  expect_close(out2, 5e-3, "add_rmsnorm output (bf16)");
+  expect_close(out32, 1e-5, "add_rmsnorm output (fp32)");
+  Pair f32_out = poisoned(M, H, DType::F32);
+  cpu_->rmsnorm(res.cpu, w.cpu, 1e-6f, f32_out.cpu);
+  gpu_->rmsnorm(res.gpu, w.gpu, 1e-6f, f32_out.gpu);
+  expect_close(f32_out, 1e-5, "rmsnorm fp32 -> fp32");
+
+  const int hd = 48;
+  Pair qk = make(M, 4 * hd, bf16_rounded(M * 4 * hd, 10), DType::BF16, 6 * hd);
+  Pair hw = make(1, hd, bf16_rounded(hd, 11));
+  cpu_->rmsnorm_heads(qk.cpu, hd, hw.cpu, 1e-6f);
+  gpu_->rmsnorm_heads(qk.gpu, hd, hw.gpu, 1e-6f);
+  expect_close(qk, 1e-2, "rmsnorm_heads on a strided view");
+}
+
+TEST_F(CudaKernel, RopeBothLayouts) {
+  Seqs s = seqs({5, 70, 130});
+  const int64_t M = s.cpu.num_tokens;
+  const int heads = 3, hd = 48, rot = 16, off = 32, half = rot / 2, positions = 256;
+  std::vector<float> cos_t(positions * half), sin_t(positions * half);
+  for (int p = 0; p < positions; ++p)
+    for (int i = 0; i < half; ++i) {
+      cos_t[p * half + i] = std::cos(p * std::pow(100.0f, -i / static_cast<float>(half))) * 1.1f;
+      sin_t[p * half + i] = std::sin(p * std::pow(100.0f, -i / static_cast<float>(half))) * 1.1f;
+    }
+  Pair c = make(positions, half, cos_t, DType::F32), sn = make(positions, half, sin_t, DType::F32);
+  for (bool interleaved : {false, true}) {
+    Pair x = make(M, heads * hd, bf16_rounded(M * heads * hd, 12));
+    RopeParams p{heads, hd, off, rot, interleaved};
+    cpu_->rope(x.cpu, p, {c.cpu, sn.cpu}, s.cpu);
+    gpu_->rope(x.gpu, p, {c.gpu, sn.gpu}, s.gpu);
+    expect_close(x, 1e-2, interleaved ? "interleaved" : "half-split");
+  }
+}
+
+struct AttentionCase {
+  int dqk, dv, q_heads, kv_heads;
+  int64_t window;
+};
+
+class CudaAttention : public CudaKernel, public ::testing::WithParamInterface<AttentionCase> {};
+
+TEST_P(CudaAttention, MatchesTheCpuTwin) {
+  const AttentionCase ac = GetParam();
+  Seqs s = seqs({1, 63, 64, 65, 200, 17});
+  const int64_t M = s.cpu.num_tokens;
+  const int64_t qn = int64_t{ac.q_heads} * ac.dqk, kn = int64_t{ac.kv_heads} * ac.dqk, vn = int64_t{ac.kv_heads} * ac.dv;
+  // q, k, v as column slices of one fused buffer, as the model lays them out.
+  const int64_t width = qn + kn + vn;
+  std::vector<float> all = bf16_rounded(static_cast<size_t>(M * width), 13, 2.0f);
+  Pair fused = make(M, width, all);
+  Tensor qc = fused.cpu.col_slice(0, qn), kc = fused.cpu.col_slice(qn, kn), vc = fused.cpu.col_slice(qn + kn, vn);
+  Tensor qg = fused.gpu.col_slice(0, qn), kg = fused.gpu.col_slice(qn, kn), vg = fused.gpu.col_slice(qn + kn, vn);
+  Pair out = poisoned(M, int64_t{ac.q_heads} * ac.dv);
+  AttentionParams p;
+  p.num_q_heads = ac.q_heads;
+  p.num_kv_heads = ac.kv_heads;
+  p.qk_head_dim = ac.dqk;
+  p.v_head_dim = ac.dv;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(ac.dqk));
+  p.sliding_window = ac.window;
+  cpu_->attention(qc, kc, vc, out.cpu, p, s.cpu);
+  gpu_->attention(qg, kg, vg, out.gpu, p, s.gpu);
+  expect_close(out, 1.5e-2, fmt::format("qk {} v {} heads {}/{} window {}", ac.dqk, ac.dv, ac.q_heads, ac.kv_heads,
+                                         ac.window));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
+                         ::testing::Values(AttentionCase{32, 32, 4, 2, 0}, AttentionCase{64, 64, 2, 2, 0},
+                                           AttentionCase{128, 128, 4, 1, 0}, AttentionCase{192, 128, 2, 2, 0},
+                                           AttentionCase{24, 16, 2, 2, 0}, AttentionCase{48, 32, 3, 3, 0},
+                                           AttentionCase{16, 16, 8, 4, 0}, AttentionCase{96, 96, 2, 1, 0},
+                                           AttentionCase{32, 32, 4, 2, 24}, AttentionCase{128, 128, 2, 2, 100}));
+
+TEST_F(CudaKernel, ElementwiseOps) {
+  const int64_t M = 45, C = 136;
+  Pair g = make(M, C, bf16_rounded(M * C, 14, 3.0f), DType::BF16, 2 * C);
+  Pair u = make(M, C, bf16_rounded(M * C, 15));
+  Pair o = poisoned(M, C);
+  cpu_->silu_mul(g.cpu, u.cpu, o.cpu);
+  gpu_->silu_mul(g.gpu, u.gpu, o.gpu);
+  expect_close(o, 1e-2, "silu_mul");
+
+  Pair a = make(M, C, bf16_rounded(M * C, 16)), b = make(M, C, bf16_rounded(M * C, 17)), bias = make(1, C, bf16_rounded(C, 18));
+  cpu_->add_inplace(a.cpu, b.cpu);
+  gpu_->add_inplace(a.gpu, b.gpu);
+  cpu_->add_bias(a.cpu, bias.cpu);
+  gpu_->add_bias(a.gpu, bias.gpu);
+  expect_close(a, 1e-2, "add and add_bias");
+
+  const int64_t V = 50;
+  Pair table = make(V, C, bf16_rounded(V * C, 19));
+  std::vector<int32_t> idv;
+  for (int i = 0; i < M; ++i) idv.push_back((i * 7) % V);
+  Pair ids = ints(idv), e = poisoned(M, C, DType::F32);
+  cpu_->embedding(ids.cpu, table.cpu, e.cpu);
+  gpu_->embedding(ids.gpu, table.gpu, e.gpu);
+  expect_close(e, 1e-7, "embedding into the fp32 residual is exact");
+  Pair acc = make(M, C, test::random_floats(M * C, 27), DType::F32), add = make(M, C, test::random_floats(M * C, 28), DType::F32);
+  cpu_->add_inplace(acc.cpu, add.cpu);
+  gpu_->add_inplace(acc.gpu, add.gpu);
+  expect_close(acc, 1e-7, "fp32 add");
+
+  const int heads = 3, nope = 16, vd = 24, rope = 8;
+  Pair kv = make(M, heads * (nope + vd), bf16_rounded(M * heads * (nope + vd), 20));
+  Pair rot = make(M, rope, bf16_rounded(M * rope, 21), DType::BF16, 40);
+  Pair k = poisoned(M, heads * (nope + rope)), v = poisoned(M, heads * vd);
+  cpu_->mla_expand_kv(kv.cpu, rot.cpu, heads, nope, vd, k.cpu, v.cpu);
+  gpu_->mla_expand_kv(kv.gpu, rot.gpu, heads, nope, vd, k.gpu, v.gpu);
+  expect_close(k, 1e-7, "mla k");
+  expect_close(v, 1e-7, "mla v");
+}
+
+TEST_F(CudaKernel, RouterPicksTheSameExperts) {
+  const int64_t M = 300;
+  for (auto [select, scoring, groups, topk_group] :
+       {std::tuple{RouterSelect::Greedy, RouterScoring::Softmax, 1, 1},
+        std::tuple{RouterSelect::GroupLimitedGreedy, RouterScoring::Softmax, 4, 2},
+        std::tuple{RouterSelect::NoAuxTc, RouterScoring::Sigmoid, 8, 3},
+        std::tuple{RouterSelect::NoAuxTc, RouterScoring::Sigmoid, 1, 1}}) {
+    RouterParams p;
+    p.num_experts = 64;
+    p.top_k = 6;
+    p.n_group = groups;
+    p.topk_group = topk_group;
+    p.select = select;
+    p.scoring = scoring;
+    p.norm_topk_prob = true;
+    p.routed_scaling_factor = 2.5f;
+    Pair logits = make(M, 64, test::random_floats(M * 64, 22), DType::F32);
+    Pair bias = make(1, 64, test::random_floats(64, 23), DType::F32);
+    std::vector<int32_t> zeros(M * 6, -1);
+    Pair ids = ints(zeros);
+    ids.cpu = ids.cpu.reshaped(6);
+    ids.gpu = ids.gpu.reshaped(6);
+    Pair w = poisoned(M, 6, DType::F32);
+    cpu_->moe_route(logits.cpu, &bias.cpu, p, ids.cpu, w.cpu);
+    gpu_->moe_route(logits.gpu, &bias.gpu, p, ids.gpu, w.gpu);
+    std::vector<int32_t> cpu_ids(M * 6), gpu_ids(M * 6);
+    std::memcpy(cpu_ids.data(), ids.cpu.data, cpu_ids.size() * 4);
+    gpu_->synchronize();
+    std::vector<float> as_float = host(*gpu_, Tensor(ids.gpu.data, DType::F32, M, 6));  // raw bits, compared below
+    std::memcpy(gpu_ids.data(), as_float.data(), gpu_ids.size() * 4);
+    EXPECT_EQ(cpu_ids, gpu_ids) << "select " << static_cast<int>(select);
+    expect_close(w, 1e-6, "router weights");
+  }
+}
+
+TEST_F(CudaKernel, ExpertsOfOneRankMatchTheCpuTwin) {
+  const int64_t M = 150, H = 64, I = 48;
+  const int E = 16, local = 8, first = 8, K = 4;
+  std::vector<int32_t> idv;
+  std::vector<float> wv;
+  for (int64_t t = 0; t < M; ++t)
+    for (int j = 0; j < K; ++j) {
+      idv.push_back(static_cast<int32_t>((t * 5 + j * 3 + (t % 3)) % E));
+      wv.push_back(0.1f + 0.2f * static_cast<float>(j) + 0.001f * static_cast<float>(t % 7));
+    }
+  Pair x = make(M, H, bf16_rounded(M * H, 24));
+  Pair gate_up = make(local * 2 * I, H, bf16_rounded(local * 2 * I * H, 25, 0.3f));
+  Pair down = make(local * H, I, bf16_rounded(local * H * I, 26, 0.3f));
+  Pair ids = ints(idv), w = make(M, K, wv, DType::F32);
+  ids.cpu = ids.cpu.reshaped(K);
+  ids.gpu = ids.gpu.reshaped(K);
+  Pair out = poisoned(M, H, DType::F32);
+  const MoeScratchShape shape{K, local, H, I};
+  DeviceBuffer cs = cpu_->allocate(cpu_->moe_scratch_bytes(M, shape));
+  DeviceBuffer gs = gpu_->allocate(gpu_->moe_scratch_bytes(M, shape));
+  ExpertStack ec{gate_up.cpu, down.cpu, first, local, I}, eg{gate_up.gpu, down.gpu, first, local, I};
+  cpu_->moe_experts(x.cpu, ids.cpu, w.cpu, ec, out.cpu, cs.view(DType::I32, 1, static_cast<int64_t>(cs.bytes() / 4)));
+  gpu_->moe_experts(x.gpu, ids.gpu, w.gpu, eg, out.gpu, gs.view(DType::I32, 1, static_cast<int64_t>(gs.bytes() / 4)));
+  expect_close(out, 1.5e-2, "moe experts");
+}
+
+}  // namespace
+}  // namespace e3::kernels

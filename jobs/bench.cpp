@@ -43,9 +43,9 @@ class DeviceCapture final : public model::CaptureSink {
  public:
   DeviceCapture(kernels::Backend& be, std::vector<int> ids, int64_t max_tokens, int64_t hidden)
       : be_(be), ids_(std::move(ids)) {
-    const size_t slots = ids_.size() + 1;
-    buf_ = be.allocate(slots * static_cast<size_t>(max_tokens * hidden) * kernels::dtype_size(be.compute_dtype()));
-    slot_bytes_ = static_cast<size_t>(max_tokens * hidden) * kernels::dtype_size(be.compute_dtype());
+    // Captured states are fp32: the residual stream and the final norm's output.
+    slot_bytes_ = static_cast<size_t>(max_tokens * hidden) * sizeof(float);
+    buf_ = be.allocate((ids_.size() + 1) * slot_bytes_);
   }
   bool wants(int id) const override { return std::find(ids_.begin(), ids_.end(), id) != ids_.end(); }
   model::FinalMode final_mode() const override { return model::FinalMode::PostNorm; }
@@ -158,6 +158,7 @@ int run_bench(const BenchOptions& o, const parallel::Grid& grid) {
   backend->synchronize();
   E3_MPI_CHECK(MPI_Barrier(grid.world()));
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count() / o.iters;
+  const std::string profile = backend->profile_report();
   const double ceiling = backend->name() == "cuda" ? matmul_ceiling_tflops(*backend) : 0.0;
 
   // Every DP group ran the same batch: the job's rate is dp x that, spread over all ranks.
@@ -165,6 +166,7 @@ int run_bench(const BenchOptions& o, const parallel::Grid& grid) {
   const double tflops = flops_per_token(o.config, o.num_layers, o.seq) * tok_s / 1e12;
   const double mfu = ceiling > 0 ? tflops / (ceiling * grid.world_size()) : 0.0;
   if (grid.is_leader()) {
+    if (!profile.empty()) std::printf("GPU time by op over %d warm-up and %d timed steps:\n%s", o.warmup, o.iters, profile.c_str());
     const json line{{"config", o.config.string()},
                      {"model_type", cfg.model_type},
                      {"layers", L},

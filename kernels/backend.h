@@ -103,6 +103,9 @@ class Backend {
   virtual void* stream_handle() const { return nullptr; }
   // Device memory in use now (all of this process's allocations), 0 where not known.
   virtual size_t device_memory_used() const { return 0; }
+  // With E3_PROFILE=1 in the environment, the CUDA backend times every op with events; this
+  // returns the table (op, calls, total ms, share) of what ran so far, else "".
+  virtual std::string profile_report() { return ""; }
 
   // dst = src (same shape; strides allowed), on the device.
   virtual void copy(Tensor src, Tensor dst) = 0;

@@ -1,6 +1,10 @@
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <array>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -66,6 +70,69 @@ class UploadRing {
   Slot slots_[kSlots];
 };
 
+// Per-op GPU time from events around each op (E3_PROFILE=1): where a step's time goes.
+class OpProfiler {
+ public:
+  static constexpr int kPairs = 4096;
+
+  explicit OpProfiler(cudaStream_t stream) : stream_(stream) {
+    for (auto& p : pairs_) {
+      E3_CUDA_CHECK(cudaEventCreate(&p.begin));
+      E3_CUDA_CHECK(cudaEventCreate(&p.end));
+    }
+  }
+  ~OpProfiler() {
+    for (auto& p : pairs_) {
+      cudaEventDestroy(p.begin);
+      cudaEventDestroy(p.end);
+    }
+  }
+  int begin(const char* name) {
+    if (used_ == kPairs) collect();
+    Pair& p = pairs_[used_];
+    p.name = name;
+    E3_CUDA_CHECK(cudaEventRecord(p.begin, stream_));
+    return used_++;
+  }
+  void end(int i) { E3_CUDA_CHECK(cudaEventRecord(pairs_[i].end, stream_)); }
+  std::string report() {
+    collect();
+    double total = 0;
+    for (const auto& [name, t] : totals_) total += t.ms;
+    std::vector<std::pair<std::string, Total>> rows(totals_.begin(), totals_.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+    std::string out = fmt::format("{:<16} {:>8} {:>12} {:>7}\n", "op", "calls", "total ms", "share");
+    for (const auto& [name, t] : rows)
+      out += fmt::format("{:<16} {:>8} {:>12.2f} {:>6.1f}%\n", name, t.calls, t.ms, 100.0 * t.ms / std::max(total, 1e-9));
+    return out;
+  }
+
+ private:
+  struct Pair {
+    const char* name = nullptr;
+    cudaEvent_t begin = nullptr, end = nullptr;
+  };
+  struct Total {
+    int64_t calls = 0;
+    double ms = 0;
+  };
+  void collect() {
+    E3_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (int i = 0; i < used_; ++i) {
+      float ms = 0;
+      E3_CUDA_CHECK(cudaEventElapsedTime(&ms, pairs_[i].begin, pairs_[i].end));
+      Total& t = totals_[pairs_[i].name];
+      ++t.calls;
+      t.ms += ms;
+    }
+    used_ = 0;
+  }
+  cudaStream_t stream_;
+  std::array<Pair, kPairs> pairs_{};
+  int used_ = 0;
+  std::map<std::string, Total> totals_;
+};
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device) : device_(device) {
@@ -80,9 +147,12 @@ class CudaBackend final : public Backend {
                device_, name_, prop.major, prop.minor);
     gemm_ = std::make_unique<cuda::Gemm>();
     ring_ = std::make_unique<UploadRing>();
+    if (const char* p = std::getenv("E3_PROFILE"); p && std::string(p) == "1")
+      profiler_ = std::make_unique<OpProfiler>(stream_);
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
+    profiler_.reset();
     ring_.reset();
     gemm_.reset();
     cudaStreamDestroy(stream_);
@@ -136,6 +206,7 @@ class CudaBackend final : public Backend {
   void synchronize() override { E3_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
   void copy(Tensor src, Tensor dst) override {
+    Timed t(this, "copy");
     E3_REQUIRE(src.dtype == dst.dtype && src.rows == dst.rows && src.cols == dst.cols, ErrorKind::Internal,
                "copy {} to {}", src.shape_str(), dst.shape_str());
     const size_t e = dtype_size(src.dtype);
@@ -150,42 +221,78 @@ class CudaBackend final : public Backend {
     }
     cuda::fill_random(t, seed, scale, stream_);
   }
-  void embedding(Tensor ids, Tensor table, Tensor out) override { cuda::embedding(ids, table, out, stream_); }
-  void linear(Tensor x, Tensor w, const Tensor* bias, Tensor y) override { gemm_->linear(x, w, bias, y, stream_); }
+  void embedding(Tensor ids, Tensor table, Tensor out) override {
+    Timed t(this, "embedding");
+    cuda::embedding(ids, table, out, stream_);
+  }
+  void linear(Tensor x, Tensor w, const Tensor* bias, Tensor y) override {
+    Timed t(this, "gemm");
+    gemm_->linear(x, w, bias, y, stream_);
+  }
   void rmsnorm(Tensor x, Tensor weight, float eps, Tensor out) override {
+    Timed t(this, "rmsnorm");
     cuda::rmsnorm(x, weight, eps, out, stream_);
   }
   void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out, Tensor out_f32) override {
+    Timed t(this, "add_rmsnorm");
     cuda::add_rmsnorm(residual, x, weight, eps, out, out_f32, stream_);
   }
   void rmsnorm_heads(Tensor x, int head_dim, Tensor weight, float eps) override {
+    Timed t(this, "rmsnorm_heads");
     cuda::rmsnorm_heads(x, head_dim, weight, eps, stream_);
   }
-  void add_inplace(Tensor acc, Tensor x) override { cuda::add_inplace(acc, x, stream_); }
+  void add_inplace(Tensor acc, Tensor x) override {
+    Timed t(this, "add");
+    cuda::add_inplace(acc, x, stream_);
+  }
   void add_bias(Tensor acc, Tensor bias) override { cuda::add_bias(acc, bias, stream_); }
   void rope(Tensor x, const RopeParams& p, const RopeTable& table, const SequenceLayout& seqs) override {
+    Timed t(this, "rope");
     cuda::rope(x, p, table, seqs, stream_);
   }
   void attention(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& p,
                  const SequenceLayout& seqs) override {
+    Timed t(this, "attention");
     cuda::attention(q, k, v, out, p, seqs, stream_);
   }
-  void silu_mul(Tensor gate, Tensor up, Tensor out) override { cuda::silu_mul(gate, up, out, stream_); }
+  void silu_mul(Tensor gate, Tensor up, Tensor out) override {
+    Timed t(this, "silu_mul");
+    cuda::silu_mul(gate, up, out, stream_);
+  }
   void moe_route(Tensor logits, const Tensor* bias, const RouterParams& p, Tensor ids, Tensor weights) override {
+    Timed t(this, "moe_route");
     cuda::moe_route(logits, bias, p, ids, weights, stream_);
   }
   void moe_experts(Tensor x, Tensor ids, Tensor weights, const ExpertStack& experts, Tensor out,
                    Tensor scratch) override {
-    cuda::moe_experts(x, ids, weights, experts, out, scratch, stream_);
+    if (!profiler_) return cuda::moe_experts(x, ids, weights, experts, out, scratch, stream_);
+    int open = -1;  // each phase timed on its own
+    cuda::moe_experts(x, ids, weights, experts, out, scratch, stream_, [&](const char* phase) {
+      if (open >= 0) profiler_->end(open);
+      open = phase ? profiler_->begin(phase) : -1;
+    });
   }
   size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape) const override {
     return cuda::moe_scratch_bytes(tokens, shape);
   }
   void mla_expand_kv(Tensor kv, Tensor k_rot, int heads, int nope_dim, int v_dim, Tensor k, Tensor v) override {
+    Timed t(this, "mla_expand_kv");
     cuda::mla_expand_kv(kv, k_rot, heads, nope_dim, v_dim, k, v, stream_);
   }
 
+  std::string profile_report() override { return profiler_ ? profiler_->report() : ""; }
+
  private:
+  // Brackets one op with profiling events when profiling is on.
+  struct Timed {
+    Timed(CudaBackend* b, const char* name) : p(b->profiler_.get()), i(p ? p->begin(name) : 0) {}
+    ~Timed() {
+      if (p) p->end(i);
+    }
+    OpProfiler* p;
+    int i;
+  };
+
   int device_;
   int cc_ = 0;
   std::string name_;
@@ -193,6 +300,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::Gemm> gemm_;
   std::unique_ptr<UploadRing> ring_;
+  std::unique_ptr<OpProfiler> profiler_;
   std::vector<char> staging_;  // conversions at load time and for synchronous downloads
 };
 

@@ -122,7 +122,7 @@ __global__ void route_kernel(const float* logits, int64_t ls, const float* bias,
 // ------------------------------------------------------------------------------------- dispatch
 
 struct Layout {  // the scratch buffer, carved up; R = tokens * min(top_k, local experts)
-  bf16 *a, *gate_up, *act, *y;
+  bf16 *gate_up, *act, *y;
   int32_t *perm_token, *pair_row, *counts, *row_offsets, *tile_offsets;
   float* perm_weight;
   size_t bytes;
@@ -139,7 +139,6 @@ Layout carve(void* base, int64_t tokens, int top_k, int experts, int64_t H, int6
     off += align256(bytes);
     return p;
   };
-  l.a = reinterpret_cast<bf16*>(take(R * H * 2));
   l.gate_up = reinterpret_cast<bf16*>(take(R * 2 * I * 2));
   l.act = reinterpret_cast<bf16*>(take(R * I * 2));
   l.y = reinterpret_cast<bf16*>(take(R * H * 2));
@@ -190,11 +189,9 @@ __global__ void scan_kernel(const int32_t* counts, int experts, int bm, int32_t*
   tile_offsets[experts] = tiles;
 }
 
-// Block e lists its pairs in (token, slot) order, so that results never depend on timing,
-// then gathers their rows of x.
+// Block e lists its pairs in (token, slot) order, so that results never depend on timing.
 __global__ void fill_kernel(const int32_t* ids, const float* w, int64_t pairs, int top_k, int first,
-                            const int32_t* row_offsets, int32_t* perm_token, float* perm_weight, int32_t* pair_row,
-                            const bf16* x, int64_t xs, bf16* a, int64_t H) {
+                            const int32_t* row_offsets, int32_t* perm_token, float* perm_weight, int32_t* pair_row) {
   __shared__ int warp_counts[kDispatchThreads / 32];
   const int e = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   int next = row_offsets[e];
@@ -217,12 +214,6 @@ __global__ void fill_kernel(const int32_t* ids, const float* w, int64_t pairs, i
     }
     next += total;
     __syncthreads();
-  }
-  __syncthreads();
-  for (int r = row_offsets[e]; r < row_offsets[e + 1]; ++r) {
-    const bf16* src = x + int64_t{perm_token[r]} * xs;
-    bf16* dst = a + int64_t{r} * H;
-    for (int64_t c = threadIdx.x; c < H; c += blockDim.x) dst[c] = src[c];
   }
 }
 
@@ -257,7 +248,10 @@ constexpr int kGRow = kGBK + kGPad;  // shared-memory row stride in bf16
 constexpr size_t kGemmSmem = sizeof(bf16) * kStages * (kGBM + kGBN) * kGRow;
 
 struct GroupedArgs {
-  const bf16* a;  // [rows, K]: rows of expert e are [row_offsets[e], row_offsets[e+1])
+  const bf16* a;  // [rows, K]: rows of expert e are [row_offsets[e], row_offsets[e+1]), or with
+                  // a_rows, row r is row a_rows[r] of a (the unpermuted tokens, read in place)
+  const int32_t* a_rows;
+  int64_t lda;
   const bf16* w;  // [experts * N, K]: expert e's rows [e N, (e+1) N)
   bf16* c;        // [rows, N]
   const int32_t* row_offsets;
@@ -283,7 +277,7 @@ __global__ void __launch_bounds__(kGThreads) grouped_gemm_kernel(GroupedArgs g) 
   const int row0 = g.row_offsets[e] + (tile - g.tile_offsets[e]) * kGBM;
   const int rows = min(kGBM, g.row_offsets[e + 1] - row0);
   const int n0 = blockIdx.y * kGBN;
-  const bf16* A = g.a + int64_t{row0} * g.k;
+
   const bf16* W = g.w + (int64_t{e} * g.n + n0) * g.k;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int warp_m = warp / 4, warp_n = warp % 4;
@@ -294,7 +288,8 @@ __global__ void __launch_bounds__(kGThreads) grouped_gemm_kernel(GroupedArgs g) 
     for (int i = tid; i < kGBM * (kGBK / 8); i += kGThreads) {
       const int r = i / (kGBK / 8), cc = (i % (kGBK / 8)) * 8;
       const bool ok = r < rows && k0 + cc < g.k;
-      cp_async_16(sA + (stage * kGBM + r) * kGRow + cc, ok ? A + int64_t{r} * g.k + k0 + cc : g.a, ok);
+      const int64_t src_row = g.a_rows ? (ok ? g.a_rows[row0 + r] : 0) : row0 + r;
+      cp_async_16(sA + (stage * kGBM + r) * kGRow + cc, ok ? g.a + src_row * g.lda + k0 + cc : g.a, ok);
     }
     for (int i = tid; i < kGBN * (kGBK / 8); i += kGThreads) {
       const int r = i / (kGBK / 8), cc = (i % (kGBK / 8)) * 8;
@@ -381,12 +376,12 @@ size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape) {
 }
 
 void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& ex, Tensor out, Tensor scratch,
-                 cudaStream_t s) {
+                 cudaStream_t s, const MoePhaseHook& hook) {
   const int64_t M = x.rows, H = x.cols, I = ex.intermediate;
   const int K = static_cast<int>(topk_ids.cols), E = ex.num_experts;
   E3_REQUIRE(x.dtype == DType::BF16 && out.dtype == DType::F32 && topk_ids.contiguous() && topk_weights.contiguous() &&
                  ex.gate_up.rows == E * 2 * I && ex.gate_up.cols == H && ex.down.rows == E * H && ex.down.cols == I &&
-                 H % 8 == 0 && I % 8 == 0 && out.rows == M && out.cols == H,
+                 H % 8 == 0 && I % 8 == 0 && x.stride % 8 == 0 && out.rows == M && out.cols == H,
              ErrorKind::Internal, "cuda moe_experts: x {} gate_up {} down {} out {}", x.shape_str(),
              ex.gate_up.shape_str(), ex.down.shape_str(), out.shape_str());
   if (M == 0) return;
@@ -395,29 +390,42 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
              l.bytes);
   const int64_t pairs = M * K;
   const int64_t max_rows = M * std::min(K, E);
+  auto mark = [&](const char* phase) {
+    if (hook) hook(phase);
+  };
+
+  mark("moe_dispatch");
   E3_CUDA_CHECK(cudaMemsetAsync(l.pair_row, 0xff, static_cast<size_t>(pairs) * 4, s));
   count_kernel<<<E, kDispatchThreads, 0, s>>>(topk_ids.as<int32_t>(), pairs, ex.first_expert, l.counts);
   scan_kernel<<<1, 32, 0, s>>>(l.counts, E, kGBM, l.row_offsets, l.tile_offsets);
   fill_kernel<<<E, kDispatchThreads, 0, s>>>(topk_ids.as<int32_t>(), topk_weights.as<float>(), pairs, K,
-                                             ex.first_expert, l.row_offsets, l.perm_token, l.perm_weight, l.pair_row,
-                                             x.as<bf16>(), x.stride, l.a, H);
+                                             ex.first_expert, l.row_offsets, l.perm_token, l.perm_weight, l.pair_row);
   E3_CUDA_LAUNCH_CHECK("moe dispatch");
-  grouped_gemm({l.a, ex.gate_up.as<bf16>(), l.gate_up, l.row_offsets, l.tile_offsets, E, static_cast<int>(2 * I),
-                static_cast<int>(H)},
+
+  mark("moe_gemm_gate_up");  // A rows gathered from x by token, in place
+  grouped_gemm({x.as<bf16>(), l.perm_token, x.stride, ex.gate_up.as<bf16>(), l.gate_up, l.row_offsets, l.tile_offsets, E,
+                static_cast<int>(2 * I), static_cast<int>(H)},
                max_rows, s);
-  const dim3 silu_grid(std::min<unsigned>(blocks_for(I, 256), 64u), static_cast<unsigned>(std::min<int64_t>(max_rows, 65535)));
+
+  mark("moe_silu");
+  const unsigned cols_blocks = std::min<unsigned>(blocks_for(I, 256), 64u);
   for (int64_t r0 = 0; r0 < max_rows; r0 += 65535) {
     const int64_t n = std::min<int64_t>(65535, max_rows - r0);
-    silu_rows_kernel<<<dim3(silu_grid.x, static_cast<unsigned>(n)), 256, 0, s>>>(l.gate_up, l.act, l.row_offsets + E,
+    silu_rows_kernel<<<dim3(cols_blocks, static_cast<unsigned>(n)), 256, 0, s>>>(l.gate_up, l.act, l.row_offsets + E,
                                                                                  I, r0);
   }
   E3_CUDA_LAUNCH_CHECK("moe silu");
-  grouped_gemm({l.act, ex.down.as<bf16>(), l.y, l.row_offsets, l.tile_offsets, E, static_cast<int>(H),
+
+  mark("moe_gemm_down");
+  grouped_gemm({l.act, nullptr, I, ex.down.as<bf16>(), l.y, l.row_offsets, l.tile_offsets, E, static_cast<int>(H),
                 static_cast<int>(I)},
                max_rows, s);
+
+  mark("moe_combine");
   combine_kernel<<<static_cast<unsigned>(M), 256, 0, s>>>(l.pair_row, l.perm_weight, l.y, K, out.as<float>(),
                                                           out.stride, H);
   E3_CUDA_LAUNCH_CHECK("moe combine");
+  mark(nullptr);
 }
 
 }  // namespace e3::kernels::cuda

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <functional>
+
 #include "kernels/backend.h"
 
 namespace e3::kernels::cuda {
@@ -32,8 +34,10 @@ void attention(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& 
 
 void moe_route(Tensor logits, const Tensor* correction_bias, const RouterParams& p, Tensor topk_ids,
                Tensor topk_weights, cudaStream_t s);                            // moe_cuda.cu
+// Called at the start of each phase of moe_experts (and with null at the end), for profiling.
+using MoePhaseHook = std::function<void(const char* phase)>;
 void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& experts, Tensor out,
-                 Tensor scratch, cudaStream_t s);                               // moe_cuda.cu
+                 Tensor scratch, cudaStream_t s, const MoePhaseHook& hook = {});  // moe_cuda.cu
 size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape);         // moe_cuda.cu
 
 // y = x w^T (+ bias) through cuBLASLt (gemm_cuda.cpp). Plans are cached per shape; a cache

@@ -110,6 +110,7 @@ int main(int argc, char** argv) {
   }
   if (static_cast<int>(seen.size()) != n) fail("found " + std::to_string(seen.size()) + " samples, want " + std::to_string(n));
   double worst = 0;
+  std::map<std::string, double> worst_by;  // per layer / final, over samples
   for (int i = 0; i < n; ++i) {
     if (!seen.count(i)) fail("sample " + std::to_string(i) + " missing");
     const std::string key = "s" + std::to_string(i);
@@ -136,7 +137,7 @@ int main(int argc, char** argv) {
       bool finite = true;
       const double e = rel_err(got, want, static_cast<size_t>(T * H), &finite);
       if (!finite) fail(key + " " + what + ": non-finite values");
-      if (!(e <= tol)) fail(key + " " + what + ": rel err " + std::to_string(e) + " > " + std::to_string(tol));
+      worst_by[what] = std::max(worst_by[what], e);
       worst = std::max(worst, e);
     };
     for (size_t k = 0; k < ids.size(); ++k) {
@@ -158,6 +159,12 @@ int main(int argc, char** argv) {
         check(last.data(), read_f32(ref, key + ".final_prenorm", nullptr).data(), "final pre-norm");
       }
     }
+  }
+  if (!(worst <= tol)) {
+    std::string detail;
+    for (const auto& [what, e] : worst_by) detail += " " + what + "=" + std::to_string(e);
+    fail(case_dir.filename().string() + ": worst rel err " + std::to_string(worst) + " > " + std::to_string(tol) +
+         "; per layer:" + detail);
   }
   std::printf("ok %s: %d samples, worst rel err %.2e\n", case_dir.filename().c_str(), n, worst);
   return 0;

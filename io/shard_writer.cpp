@@ -82,6 +82,21 @@ void write_dataset(hid_t group, const char* name, hid_t file_type, hid_t mem_typ
 void ShardWriter::write_sample(int64_t index, const std::string* id, const std::vector<int32_t>& input_ids,
                                const std::vector<uint8_t>& loss_mask, const std::vector<const float*>& layers,
                                const float* final_rows) {
+  // Convert each [T, H] block to the storage dtype, then write as delivered by the pipeline.
+  const size_t T = input_ids.size(), H = static_cast<size_t>(attrs_.hidden_size), e = kernels::dtype_size(attrs_.dtype);
+  std::vector<std::vector<uint8_t>> blocks(layers.size() + (final_rows ? 1 : 0), std::vector<uint8_t>(T * H * e));
+  std::vector<const void*> rows;
+  for (size_t k = 0; k < layers.size(); ++k) {
+    kernels::convert_from_float(layers[k], attrs_.dtype, blocks[k].data(), T * H);
+    rows.push_back(blocks[k].data());
+  }
+  if (final_rows) kernels::convert_from_float(final_rows, attrs_.dtype, blocks.back().data(), T * H);
+  write_sample_raw(index, id, input_ids, loss_mask, rows, final_rows ? blocks.back().data() : nullptr);
+}
+
+void ShardWriter::write_sample_raw(int64_t index, const std::string* id, const std::vector<int32_t>& input_ids,
+                                   const std::vector<uint8_t>& loss_mask, const std::vector<const void*>& layers,
+                                   const void* final_rows) {
   const auto T = static_cast<hsize_t>(input_ids.size());
   const auto K = static_cast<hsize_t>(layers.size());
   const auto H = static_cast<hsize_t>(attrs_.hidden_size);
@@ -96,20 +111,14 @@ void ShardWriter::write_sample(int64_t index, const std::string* id, const std::
   write_dataset(group.get(), "loss_mask", H5T_STD_U8LE, H5T_NATIVE_UINT8, {T}, loss_mask.data());
 
   // [T, K, H]: token-major, the K captures of a token side by side.
-  const size_t elem = kernels::dtype_size(attrs_.dtype);
-  gather_buf_.resize(T * K * H);
+  const size_t row = H * kernels::dtype_size(attrs_.dtype);
+  convert_buf_.resize(T * K * row);
   for (hsize_t t = 0; t < T; ++t)
     for (hsize_t k = 0; k < K; ++k)
-      std::memcpy(gather_buf_.data() + (t * K + k) * H, layers[k] + t * H, H * sizeof(float));
-  convert_buf_.resize(T * K * H * elem);
-  kernels::convert_from_float(gather_buf_.data(), attrs_.dtype, convert_buf_.data(), T * K * H);
-  write_dataset(group.get(), "hidden_states", storage_type_.get(), storage_type_.get(), {T, K, H},
-                convert_buf_.data());
-  if (final_rows) {
-    kernels::convert_from_float(final_rows, attrs_.dtype, convert_buf_.data(), T * H);
-    write_dataset(group.get(), "last_hidden_state", storage_type_.get(), storage_type_.get(), {T, H},
-                  convert_buf_.data());
-  }
+      std::memcpy(convert_buf_.data() + (t * K + k) * row, static_cast<const uint8_t*>(layers[k]) + t * row, row);
+  write_dataset(group.get(), "hidden_states", storage_type_.get(), storage_type_.get(), {T, K, H}, convert_buf_.data());
+  if (final_rows)
+    write_dataset(group.get(), "last_hidden_state", storage_type_.get(), storage_type_.get(), {T, H}, final_rows);
   record_.samples.push_back(index);
   record_.num_tokens += static_cast<int64_t>(T);
 }

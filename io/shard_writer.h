@@ -55,6 +55,10 @@ class ShardWriter {
   void write_sample(int64_t index, const std::string* id, const std::vector<int32_t>& input_ids,
                     const std::vector<uint8_t>& loss_mask, const std::vector<const float*>& layers,
                     const float* final_rows);
+  // The same with rows already in the storage dtype (as the capture pipeline delivers them).
+  void write_sample_raw(int64_t index, const std::string* id, const std::vector<int32_t>& input_ids,
+                        const std::vector<uint8_t>& loss_mask, const std::vector<const void*>& layers,
+                        const void* final_rows);
   // Closes, syncs and renames to the final name. Returns what the manifest records.
   CommittedShard commit();
 
@@ -71,7 +75,6 @@ class ShardWriter {
   H5Id samples_group_;
   H5Id storage_type_;
   std::vector<uint8_t> convert_buf_;
-  std::vector<float> gather_buf_;
   CommittedShard record_;
   bool committed_ = false;
 };

@@ -19,6 +19,7 @@
 #include "jobs/output_dir.h"
 #include "jobs/plan.h"
 #include "jobs/progress.h"
+#include "jobs/step_writer.h"
 #include "jobs/watchdog.h"
 #include "kernels/error.h"
 #include "model/model.h"
@@ -126,14 +127,6 @@ std::vector<int64_t> broadcast_indices(const parallel::Grid& grid, std::vector<i
   return values;
 }
 
-// One sample inside the current step.
-struct StepSample {
-  const io::SampleRecord* record;
-  const ShardPlan* shard;
-  int64_t offset;  // first token inside the step
-  std::vector<int32_t> ids;
-  std::vector<uint8_t> mask;
-};
 
 // A test-only hook: E3_FAIL_AT_SAMPLE=k [E3_FAIL_ON_RANK=r] makes world rank r (default 0)
 // fail before the step that holds sample k, mid-run, while its peers are in collectives.
@@ -233,18 +226,21 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
 
   Watchdog watchdog(*comm, rc.collective_timeout_s, grid.world_rank());
 
-  // Phase 3: the steps of this DP group. Every TP rank forms the same batches.
+  // Phase 3: the steps of this DP group. Every TP rank forms the same batches; the writer
+  // (TP rank 0) copies the captured states out and writes them on its own thread while the
+  // device computes the next step.
   const std::vector<const ShardPlan*> todo = plan.pending_for(grid.dp_rank());
   int64_t my_samples = 0, my_tokens = 0;
   for (const ShardPlan* s : todo) {
     my_samples += s->samples_to_write;
     my_tokens += s->tokens_to_write;
   }
-  std::unique_ptr<model::HostCapture> capture;
-  io::ShardAttributes attrs;
+  constexpr int kSlots = 2;  // steps in flight: one computing, one being written
+  std::unique_ptr<model::StagedCapture> capture;
+  std::unique_ptr<ShardCommitter> committer;
+  std::unique_ptr<AsyncStepWriter> writer;
   if (grid.is_writer()) {
-    capture = std::make_unique<model::HostCapture>(*backend, layers, rc.final_mode, mc.hidden_size,
-                                                   rc.max_tokens_per_step);
+    io::ShardAttributes attrs;
     attrs.layer_ids.assign(layers.begin(), layers.end());
     attrs.final_mode = model::final_mode_name(rc.final_mode);
     attrs.model_type = mc.model_type;
@@ -256,29 +252,19 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
     attrs.config_fingerprint = mc.fingerprint;
     attrs.run_fingerprint = fp.digest();
     attrs.tool_version = E3_VERSION_STRING;
+    capture = std::make_unique<model::StagedCapture>(*backend, layers, rc.final_mode, rc.dtype, mc.hidden_size,
+                                                     rc.max_tokens_per_step, kSlots);
+    ShardCommitter::OnCommit on_commit;
+    if (grid.is_leader())  // the leader keeps manifest.json current with its own commits
+      on_commit = [&](const io::CommittedShard& c) {
+        manifest.shards.push_back(c);
+        io::write_manifest(rc.out_dir, manifest);
+      };
+    committer = std::make_unique<ShardCommitter>(rc.out_dir, attrs, todo, on_commit);
+    writer = std::make_unique<AsyncStepWriter>(*committer, *capture, *backend);
   }
 
   Progress progress(grid.is_writer(), my_samples, my_tokens, rc.progress_interval_s);
-  std::vector<io::CommittedShard> committed_now;
-  std::map<int64_t, int64_t> written;  // shard index -> samples written
-  std::unique_ptr<io::ShardWriter> writer;
-  size_t next_to_close = 0;  // todo[next_to_close] is the oldest shard not yet committed
-
-  // Commits every shard before `upto` (in todo order); each is complete once reached.
-  auto commit_through = [&](size_t upto) {
-    for (; next_to_close < upto; ++next_to_close) {
-      const ShardPlan* s = todo[next_to_close];
-      if (!writer || writer->shard_index() != s->index) writer = std::make_unique<io::ShardWriter>(rc.out_dir, s->index, attrs);
-      committed_now.push_back(writer->commit());
-      writer.reset();
-      spdlog::debug("committed {} ({} samples)", committed_now.back().file, committed_now.back().samples.size());
-      if (grid.is_leader()) {
-        manifest.shards.push_back(committed_now.back());
-        io::write_manifest(rc.out_dir, manifest);
-      }
-    }
-  };
-
   const InjectedFault fault = injected_fault();
   int64_t step_index = 0;
   model::HostBatch batch;
@@ -314,30 +300,29 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
         E3_REQUIRE(ss.record->index != fault.sample, ErrorKind::Internal,
                    "injected failure before the step holding sample {} (E3_FAIL_AT_SAMPLE)", fault.sample);
 
+    const int slot = static_cast<int>(step_index % kSlots);
     watchdog.step_begin(step_index++);
-    if (capture) capture->begin_step(batch.num_tokens());
-    model->forward(batch, capture.get());
-    backend->synchronize();
-    watchdog.step_end();
-    if (capture) {
-      capture->audit(grid.world_rank());
-      const int64_t H = mc.hidden_size;
-      std::vector<const float*> rows(capture->num_ids());
-      for (const StepSample& ss : step) {
-        // Shards before this sample's are complete: every sample of theirs came earlier.
-        size_t pos = next_to_close;
-        while (todo[pos] != ss.shard) ++pos;
-        commit_through(pos);
-        if (!writer) writer = std::make_unique<io::ShardWriter>(rc.out_dir, ss.shard->index, attrs);
-        for (size_t k = 0; k < rows.size(); ++k) rows[k] = capture->layer(k) + ss.offset * H;
-        const float* last = rc.final_mode == model::FinalMode::None ? nullptr : capture->final_state() + ss.offset * H;
-        writer->write_sample(ss.record->index, ss.record->has_id ? &ss.record->id : nullptr, ss.ids, ss.mask, rows, last);
-        if (++written[ss.shard->index] == ss.shard->samples_to_write) commit_through(pos + 1);
-      }
+    const int64_t step_samples = static_cast<int64_t>(step.size()), step_tokens = batch.num_tokens();
+    if (writer) {
+      writer->acquire(slot);
+      capture->begin_step(slot, batch.num_tokens());
     }
-    progress.step(static_cast<int64_t>(step.size()), batch.num_tokens());
+    model->forward(batch, capture.get());
+    if (writer) {
+      capture->audit(grid.world_rank());
+      writer->submit(slot, capture->finish_step(), std::move(step));
+    } else {
+      backend->synchronize();  // a rank without a writer keeps at most one step in flight
+    }
+    watchdog.step_end();
+    progress.step(step_samples, step_tokens);
   }
-  if (grid.is_writer()) commit_through(todo.size());
+  if (writer) {
+    watchdog.step_begin(step_index);  // the last writes still wait on the device
+    writer->finish();
+    watchdog.step_end();
+  }
+  const std::vector<io::CommittedShard> committed_now = committer ? committer->committed() : std::vector<io::CommittedShard>{};
   progress.finish();
 
   // The leader collects every group's commits and writes the final manifest.

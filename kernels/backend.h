@@ -107,8 +107,17 @@ class Backend {
   // returns the table (op, calls, total ms, share) of what ran so far, else "".
   virtual std::string profile_report() { return ""; }
 
-  // dst = src (same shape; strides allowed), on the device.
+  // dst = src (same shape; strides allowed; dtypes may differ: converted), on the device.
   virtual void copy(Tensor src, Tensor dst) = 0;
+
+  // The asynchronous path out of the device, for captured states. Host memory from
+  // allocate_host is pinned on CUDA, so copies into it overlap compute.
+  virtual DeviceBuffer allocate_host(size_t bytes) = 0;
+  // Copies `bytes` device -> host once all work issued so far is done, on a side stream;
+  // returns a ticket. On the CPU backend the copy happens at once.
+  virtual uint64_t copy_to_host_async(const void* device_src, void* host_dst, size_t bytes) = 0;
+  // Blocks the calling host thread until the ticket's copy is done.
+  virtual void wait_ticket(uint64_t ticket) = 0;
   // t = N(0, 1) * scale from a counter-based generator seeded by `seed` (benchmark weights).
   virtual void fill_random(Tensor t, uint64_t seed, float scale) = 0;
 

@@ -55,6 +55,12 @@ class CpuBackend final : public Backend {
   void synchronize() override {}
 
   void copy(Tensor src, Tensor dst) override { cpu::copy(src, dst); }
+  DeviceBuffer allocate_host(size_t bytes) override { return allocate(bytes); }
+  uint64_t copy_to_host_async(const void* src, void* dst, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return 0;
+  }
+  void wait_ticket(uint64_t) override {}
   void fill_random(Tensor t, uint64_t seed, float scale) override { cpu::fill_random(t, seed, scale); }
   void embedding(Tensor ids, Tensor table, Tensor out) override { cpu::embedding(ids, table, out); }
   void linear(Tensor x, Tensor w, const Tensor* bias, Tensor y) override { cpu::linear(x, w, bias, y); }

@@ -15,6 +15,7 @@ namespace e3::kernels {
 namespace {
 
 void free_device(void* p) { cudaFree(p); }
+void free_pinned(void* p) { cudaFreeHost(p); }
 
 // Host -> device copies go through a pinned ring so that they are truly asynchronous: a
 // region is reused only after the event of its last copy has passed (long before, in practice).
@@ -147,11 +148,22 @@ class CudaBackend final : public Backend {
                device_, name_, prop.major, prop.minor);
     gemm_ = std::make_unique<cuda::Gemm>();
     ring_ = std::make_unique<UploadRing>();
+    E3_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+    for (Ticket& t : tickets_) {
+      E3_CUDA_CHECK(cudaEventCreateWithFlags(&t.ready, cudaEventDisableTiming));
+      E3_CUDA_CHECK(cudaEventCreateWithFlags(&t.done, cudaEventDisableTiming));
+    }
     if (const char* p = std::getenv("E3_PROFILE"); p && std::string(p) == "1")
       profiler_ = std::make_unique<OpProfiler>(stream_);
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
+    cudaStreamSynchronize(copy_stream_);
+    for (Ticket& t : tickets_) {
+      cudaEventDestroy(t.ready);
+      cudaEventDestroy(t.done);
+    }
+    cudaStreamDestroy(copy_stream_);
     profiler_.reset();
     ring_.reset();
     gemm_.reset();
@@ -207,13 +219,37 @@ class CudaBackend final : public Backend {
 
   void copy(Tensor src, Tensor dst) override {
     Timed t(this, "copy");
-    E3_REQUIRE(src.dtype == dst.dtype && src.rows == dst.rows && src.cols == dst.cols, ErrorKind::Internal,
-               "copy {} to {}", src.shape_str(), dst.shape_str());
+    E3_REQUIRE(src.rows == dst.rows && src.cols == dst.cols, ErrorKind::Internal, "copy {} to {}", src.shape_str(),
+               dst.shape_str());
+    if (src.dtype != dst.dtype) return cuda::convert(src, dst, stream_);
     const size_t e = dtype_size(src.dtype);
     E3_CUDA_CHECK(cudaMemcpy2DAsync(dst.data, static_cast<size_t>(dst.stride) * e, src.data,
                                     static_cast<size_t>(src.stride) * e, static_cast<size_t>(src.cols) * e,
                                     static_cast<size_t>(src.rows), cudaMemcpyDeviceToDevice, stream_));
   }
+  DeviceBuffer allocate_host(size_t bytes) override {
+    void* p = nullptr;
+    if (bytes) E3_CUDA_CHECK(cudaMallocHost(&p, bytes));
+    return DeviceBuffer(p, bytes, &free_pinned);
+  }
+  uint64_t copy_to_host_async(const void* src, void* dst, size_t bytes) override {
+    const uint64_t ticket = next_ticket_++;
+    Ticket& tk = tickets_[ticket % tickets_.size()];
+    // A ticket slot is reused only after its copy finished (the pipeline keeps few in flight).
+    if (tk.used) E3_CUDA_CHECK(cudaEventSynchronize(tk.done));
+    E3_CUDA_CHECK(cudaEventRecord(tk.ready, stream_));
+    E3_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, tk.ready, 0));
+    E3_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, copy_stream_));
+    E3_CUDA_CHECK(cudaEventRecord(tk.done, copy_stream_));
+    tk.used = true;
+    tk.ticket = ticket;
+    return ticket;
+  }
+  void wait_ticket(uint64_t ticket) override {
+    Ticket& tk = tickets_[ticket % tickets_.size()];
+    if (tk.used && tk.ticket == ticket) E3_CUDA_CHECK(cudaEventSynchronize(tk.done));
+  }
+
   void fill_random(Tensor t, uint64_t seed, float scale) override {
     if (t.dtype == DType::F32) {  // fp32 weights (correction biases) start at zero
       E3_CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.bytes(), stream_));
@@ -301,7 +337,17 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::Gemm> gemm_;
   std::unique_ptr<UploadRing> ring_;
   std::unique_ptr<OpProfiler> profiler_;
-  std::vector<char> staging_;  // conversions at load time and for synchronous downloads
+  std::vector<char> staging_;
+  // Device -> host copies of captured states run on their own stream, after the compute
+  // stream's work that produced them, so that they overlap the next step.
+  cudaStream_t copy_stream_ = nullptr;
+  struct Ticket {
+    cudaEvent_t ready = nullptr, done = nullptr;
+    uint64_t ticket = 0;
+    bool used = false;
+  };
+  std::array<Ticket, 256> tickets_{};
+  uint64_t next_ticket_ = 1;  // conversions at load time and for synchronous downloads
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include "kernels/error.h"
 #include "kernels/ops_cpu.h"
@@ -38,8 +39,19 @@ void embedding(Tensor ids, Tensor table, Tensor out) {
 }
 
 void copy(Tensor src, Tensor dst) {
-  E3_REQUIRE(src.dtype == dst.dtype && src.rows == dst.rows && src.cols == dst.cols, ErrorKind::Internal,
-             "copy {} to {}", src.shape_str(), dst.shape_str());
+  E3_REQUIRE(src.rows == dst.rows && src.cols == dst.cols, ErrorKind::Internal, "copy {} to {}", src.shape_str(),
+             dst.shape_str());
+  if (src.dtype != dst.dtype) {  // through float, row by row
+    std::vector<float> row(static_cast<size_t>(src.cols));
+    for (int64_t r = 0; r < src.rows; ++r) {
+      convert_to_float(static_cast<const char*>(src.data) + static_cast<size_t>(r * src.stride) * dtype_size(src.dtype),
+                       src.dtype, row.data(), row.size());
+      convert_from_float(row.data(), dst.dtype,
+                         static_cast<char*>(dst.data) + static_cast<size_t>(r * dst.stride) * dtype_size(dst.dtype),
+                         row.size());
+    }
+    return;
+  }
   const size_t row_bytes = static_cast<size_t>(src.cols) * dtype_size(src.dtype);
   for (int64_t r = 0; r < src.rows; ++r)
     std::memcpy(static_cast<char*>(dst.data) + static_cast<size_t>(r * dst.stride) * dtype_size(dst.dtype),

@@ -19,6 +19,9 @@ class PlanningBackend final : public Backend {
   void download_float(Tensor, float*) override { refuse(); }
   void synchronize() override {}
   void copy(Tensor, Tensor) override { refuse(); }
+  DeviceBuffer allocate_host(size_t bytes) override { return DeviceBuffer(nullptr, bytes, nullptr); }
+  uint64_t copy_to_host_async(const void*, void*, size_t) override { refuse(); }
+  void wait_ticket(uint64_t) override {}
   void fill_random(Tensor, uint64_t, float) override {}
   void embedding(Tensor, Tensor, Tensor) override { refuse(); }
   void linear(Tensor, Tensor, const Tensor*, Tensor) override { refuse(); }

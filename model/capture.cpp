@@ -125,4 +125,79 @@ const float* HostCapture::layer(size_t k) const {
   return slots_[static_cast<size_t>(slot_of(ids_.at(k)))].data();
 }
 
+StagedCapture::StagedCapture(kernels::Backend& backend, std::vector<int> ids, FinalMode final, kernels::DType storage,
+                             int64_t hidden_size, int64_t max_tokens, int slots)
+    : backend_(backend),
+      ids_(std::move(ids)),
+      distinct_(distinct_ids(ids_)),
+      final_(final),
+      storage_(storage),
+      hidden_(hidden_size),
+      max_tokens_(max_tokens),
+      slots_(slots),
+      regions_(static_cast<int>(distinct_.size()) + (final != FinalMode::None ? 1 : 0)),
+      audit_(distinct_, final, hidden_size) {
+  const size_t bytes = static_cast<size_t>(slots_) * static_cast<size_t>(regions_) * region_bytes();
+  device_ = backend_.allocate(bytes);
+  host_ = backend_.allocate_host(bytes);
+}
+
+size_t StagedCapture::region_bytes() const {
+  return static_cast<size_t>(max_tokens_ * hidden_) * kernels::dtype_size(storage_);
+}
+
+int StagedCapture::region_of(int id) const {
+  auto it = std::find(distinct_.begin(), distinct_.end(), id);
+  return it == distinct_.end() ? -1 : static_cast<int>(it - distinct_.begin());
+}
+
+bool StagedCapture::wants(int id) const { return region_of(id) >= 0; }
+
+void StagedCapture::begin_step(int slot, int64_t tokens) {
+  E3_REQUIRE(slot >= 0 && slot < slots_ && tokens > 0 && tokens <= max_tokens_, ErrorKind::Internal,
+             "capture slot {} of {}, step of {} tokens (at most {})", slot, slots_, tokens, max_tokens_);
+  slot_ = slot;
+  tokens_ = tokens;
+  audit_.begin_step(tokens);
+}
+
+void StagedCapture::capture(int id, kernels::Tensor state) {
+  audit_.record(id, state.rows, state.cols);
+  const int r = region_of(id);
+  if (r < 0 || state.rows != tokens_ || state.cols != hidden_) return;  // the audit reports it
+  const size_t offset = (static_cast<size_t>(slot_) * static_cast<size_t>(regions_) + static_cast<size_t>(r)) * region_bytes();
+  backend_.copy(state, device_.view(storage_, state.rows, state.cols, offset));
+}
+
+void StagedCapture::capture_final(kernels::Tensor state) {
+  audit_.record(CaptureAudit::kFinal, state.rows, state.cols);
+  if (final_ == FinalMode::None || state.rows != tokens_ || state.cols != hidden_) return;
+  const size_t offset = (static_cast<size_t>(slot_) * static_cast<size_t>(regions_) + static_cast<size_t>(regions_ - 1)) *
+                        region_bytes();
+  backend_.copy(state, device_.view(storage_, state.rows, state.cols, offset));
+}
+
+uint64_t StagedCapture::finish_step() {
+  const size_t used = static_cast<size_t>(tokens_ * hidden_) * kernels::dtype_size(storage_);
+  uint64_t ticket = 0;
+  for (int r = 0; r < regions_; ++r) {
+    const size_t offset = (static_cast<size_t>(slot_) * static_cast<size_t>(regions_) + static_cast<size_t>(r)) * region_bytes();
+    ticket = backend_.copy_to_host_async(static_cast<const char*>(device_.data()) + offset,
+                                         static_cast<char*>(host_.data()) + offset, used);
+  }
+  return ticket;  // copies of one step share a stream: the last one finishing means all did
+}
+
+const void* StagedCapture::layer(int slot, size_t k) const {
+  const int r = region_of(ids_.at(k));
+  return static_cast<const char*>(host_.data()) +
+         (static_cast<size_t>(slot) * static_cast<size_t>(regions_) + static_cast<size_t>(r)) * region_bytes();
+}
+
+const void* StagedCapture::final_state(int slot) const {
+  if (final_ == FinalMode::None) return nullptr;
+  return static_cast<const char*>(host_.data()) +
+         (static_cast<size_t>(slot) * static_cast<size_t>(regions_) + static_cast<size_t>(regions_ - 1)) * region_bytes();
+}
+
 }  // namespace e3::model

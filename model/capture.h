@@ -87,6 +87,47 @@ class HostCapture final : public CaptureSink {
   CaptureAudit audit_;
 };
 
+// Captures into device staging buffers, converted to the storage dtype, then copies them out
+// asynchronously: a step's states reach (pinned) host memory while the next step computes.
+// `slots` steps can be in flight; the caller keeps a slot's host rows until it is done.
+class StagedCapture final : public CaptureSink {
+ public:
+  StagedCapture(kernels::Backend& backend, std::vector<int> ids, FinalMode final, kernels::DType storage,
+                int64_t hidden_size, int64_t max_tokens, int slots);
+
+  bool wants(int id) const override;
+  FinalMode final_mode() const override { return final_; }
+  void capture(int id, kernels::Tensor state) override;
+  void capture_final(kernels::Tensor state) override;
+
+  void begin_step(int slot, int64_t tokens);
+  void audit(int rank) const { audit_.check(rank); }
+  // Enqueues the copies out of this step; wait on the ticket before reading its rows.
+  uint64_t finish_step();
+
+  // Host rows ([tokens, H], storage dtype, row stride H) of the k-th requested id in `slot`.
+  const void* layer(int slot, size_t k) const;
+  const void* final_state(int slot) const;
+  size_t num_ids() const { return ids_.size(); }
+  kernels::DType storage() const { return storage_; }
+  int64_t hidden_size() const { return hidden_; }
+  int slots() const { return slots_; }
+
+ private:
+  int region_of(int id) const;  // distinct id index, or regions_ - 1 for the final state
+  size_t region_bytes() const;
+  kernels::Backend& backend_;
+  std::vector<int> ids_, distinct_;
+  FinalMode final_;
+  kernels::DType storage_;
+  int64_t hidden_, max_tokens_;
+  int slots_, regions_;
+  int slot_ = 0;
+  int64_t tokens_ = 0;
+  kernels::DeviceBuffer device_, host_;  // [slots][regions][max_tokens][H]
+  CaptureAudit audit_;
+};
+
 // The distinct ids of a request, in first-seen order.
 std::vector<int> distinct_ids(const std::vector<int>& ids);
 

@@ -1,0 +1,116 @@
+#include "jobs/step_writer.h"
+
+#include <spdlog/spdlog.h>
+
+#include "kernels/error.h"
+
+namespace e3::jobs {
+
+ShardCommitter::ShardCommitter(std::filesystem::path out_dir, io::ShardAttributes attrs,
+                               std::vector<const ShardPlan*> todo, OnCommit on_commit)
+    : out_dir_(std::move(out_dir)),
+      attrs_(std::move(attrs)),
+      todo_(std::move(todo)),
+      on_commit_(std::move(on_commit)),
+      written_(todo_.size(), 0) {}
+
+void ShardCommitter::commit_through(size_t upto) {
+  for (; next_to_close_ < upto; ++next_to_close_) {
+    const ShardPlan* s = todo_[next_to_close_];
+    if (!writer_ || writer_->shard_index() != s->index)
+      writer_ = std::make_unique<io::ShardWriter>(out_dir_, s->index, attrs_);
+    committed_.push_back(writer_->commit());
+    writer_.reset();
+    spdlog::debug("committed {} ({} samples)", committed_.back().file, committed_.back().samples.size());
+    if (on_commit_) on_commit_(committed_.back());
+  }
+}
+
+void ShardCommitter::write(const std::vector<StepSample>& samples, const model::StagedCapture& capture, int slot) {
+  const size_t row = static_cast<size_t>(capture.hidden_size()) * kernels::dtype_size(capture.storage());
+  std::vector<const void*> rows(capture.num_ids());
+  for (const StepSample& ss : samples) {
+    // Shards before this sample's are complete: every sample of theirs came earlier.
+    size_t pos = next_to_close_;
+    while (todo_[pos] != ss.shard) ++pos;
+    commit_through(pos);
+    if (!writer_) writer_ = std::make_unique<io::ShardWriter>(out_dir_, ss.shard->index, attrs_);
+    for (size_t k = 0; k < rows.size(); ++k)
+      rows[k] = static_cast<const char*>(capture.layer(slot, k)) + static_cast<size_t>(ss.offset) * row;
+    const void* final_rows = capture.final_state(slot);
+    if (final_rows) final_rows = static_cast<const char*>(final_rows) + static_cast<size_t>(ss.offset) * row;
+    writer_->write_sample_raw(ss.record->index, ss.record->has_id ? &ss.record->id : nullptr, ss.ids, ss.mask, rows,
+                              final_rows);
+    if (++written_[pos] == ss.shard->samples_to_write) commit_through(pos + 1);
+  }
+}
+
+void ShardCommitter::finish() { commit_through(todo_.size()); }
+
+AsyncStepWriter::AsyncStepWriter(ShardCommitter& committer, model::StagedCapture& capture, kernels::Backend& backend)
+    : committer_(committer), capture_(capture), backend_(backend), busy_(static_cast<size_t>(capture.slots()), false),
+      thread_([this] { run(); }) {}
+
+AsyncStepWriter::~AsyncStepWriter() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void AsyncStepWriter::rethrow_locked() {
+  if (error_) std::rethrow_exception(error_);
+}
+
+void AsyncStepWriter::acquire(int slot) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return !busy_[static_cast<size_t>(slot)] || error_; });
+  rethrow_locked();
+}
+
+void AsyncStepWriter::submit(int slot, uint64_t ticket, std::vector<StepSample> samples) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    rethrow_locked();
+    busy_[static_cast<size_t>(slot)] = true;
+    queue_.push_back({slot, ticket, std::move(samples)});
+  }
+  cv_.notify_all();
+}
+
+void AsyncStepWriter::finish() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return (queue_.empty() && std::none_of(busy_.begin(), busy_.end(), [](bool b) { return b; })) || error_; });
+  rethrow_locked();
+  lock.unlock();
+  committer_.finish();
+}
+
+void AsyncStepWriter::run() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    try {
+      backend_.wait_ticket(job.ticket);
+      committer_.write(job.samples, capture_, job.slot);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error_ = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      busy_[static_cast<size_t>(job.slot)] = false;
+    }
+    cv_.notify_all();
+  }
+}
+
+}  // namespace e3::jobs

@@ -1,0 +1,89 @@
+// Writing steps to shards on a thread of their own, so that HDF5 writes overlap the next
+// steps on the device. At most `slots` steps are in flight: the loop acquires a slot before
+// it computes into it, and the writer releases it once the step's samples are written.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "io/dataset.h"
+#include "io/shard_writer.h"
+#include "jobs/plan.h"
+#include "kernels/backend.h"
+#include "model/capture.h"
+
+namespace e3::jobs {
+
+// One sample inside a step.
+struct StepSample {
+  const io::SampleRecord* record;
+  const ShardPlan* shard;
+  int64_t offset;  // first token inside the step
+  std::vector<int32_t> ids;
+  std::vector<uint8_t> mask;
+};
+
+// The shard bookkeeping of one DP group: shards are written in plan order; a shard is
+// committed (renamed into place) once its last sample is written.
+class ShardCommitter {
+ public:
+  using OnCommit = std::function<void(const io::CommittedShard&)>;
+  ShardCommitter(std::filesystem::path out_dir, io::ShardAttributes attrs, std::vector<const ShardPlan*> todo,
+                 OnCommit on_commit);
+  void write(const std::vector<StepSample>& samples, const model::StagedCapture& capture, int slot);
+  // Commits every shard not committed yet (empty ones included).
+  void finish();
+  const std::vector<io::CommittedShard>& committed() const { return committed_; }
+
+ private:
+  void commit_through(size_t upto);
+  std::filesystem::path out_dir_;
+  io::ShardAttributes attrs_;
+  std::vector<const ShardPlan*> todo_;
+  OnCommit on_commit_;
+  std::unique_ptr<io::ShardWriter> writer_;
+  size_t next_to_close_ = 0;
+  std::vector<int64_t> written_;  // per todo entry
+  std::vector<io::CommittedShard> committed_;
+};
+
+class AsyncStepWriter {
+ public:
+  AsyncStepWriter(ShardCommitter& committer, model::StagedCapture& capture, kernels::Backend& backend);
+  ~AsyncStepWriter();  // stops the thread; does not commit (finish() does)
+  AsyncStepWriter(const AsyncStepWriter&) = delete;
+  AsyncStepWriter& operator=(const AsyncStepWriter&) = delete;
+
+  // Blocks until the writer is done with `slot`; rethrows a writer error.
+  void acquire(int slot);
+  void submit(int slot, uint64_t ticket, std::vector<StepSample> samples);
+  // Waits for everything submitted, commits the last shards; rethrows a writer error.
+  void finish();
+
+ private:
+  struct Job {
+    int slot;
+    uint64_t ticket;
+    std::vector<StepSample> samples;
+  };
+  void run();
+  void rethrow_locked();
+  ShardCommitter& committer_;
+  model::StagedCapture& capture_;
+  kernels::Backend& backend_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Job> queue_;
+  std::vector<bool> busy_;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
+}  // namespace e3::jobs

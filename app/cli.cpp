@@ -69,6 +69,8 @@ Request parse_command_line(int argc, char** argv) {
   bench->add_option("--num-layers", req.bench.num_layers, "override num_hidden_layers");
   bench->add_option("--backend", req.bench.backend, "auto | cuda | cpu")->capture_default_str();
   bench->add_option("--comm", req.bench.comm, "auto | nccl | mpi")->capture_default_str();
+  bench->add_option("--out", req.bench.out,
+                    "also time end to end: the same steps with 3 ids + final written as bf16 shards under this directory");
   app.require_subcommand(0, 1);
 
   try {

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "jobs/backend_select.h"
+#include "jobs/step_writer.h"
 #include "kernels/error.h"
 #include "model/model.h"
 #include "parallel/mpi_check.h"
@@ -81,6 +82,77 @@ double matmul_ceiling_tflops(kernels::Backend& be) {
   be.synchronize();
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   return reps * 2.0 * static_cast<double>(n) * n * n / secs / 1e12;
+}
+
+// `iters` steps written as bf16 shards (3 ids + final) under o.out, one shard per step, through
+// the same StagedCapture / AsyncStepWriter the extraction job uses. Returns seconds per step.
+double run_end_to_end(const BenchOptions& o, const model::ModelConfig& cfg, kernels::Backend& backend,
+                      model::Model& m, const model::HostBatch& batch, const std::vector<int>& ids,
+                      const parallel::Grid& grid) {
+  namespace fs = std::filesystem;
+  const fs::path dir = o.out / fmt::format("rank{}", grid.world_rank());
+  fs::create_directories(dir);
+  const int steps = o.iters + o.warmup;
+  std::vector<io::SampleRecord> records(static_cast<size_t>(steps * o.batch));
+  std::vector<ShardPlan> shards(static_cast<size_t>(steps));
+  std::vector<const ShardPlan*> todo;
+  for (int s = 0; s < steps; ++s) {
+    shards[static_cast<size_t>(s)] = {s, int64_t{s} * o.batch, int64_t{s + 1} * o.batch, 0, false, o.batch, o.batch * o.seq};
+    todo.push_back(&shards[static_cast<size_t>(s)]);
+  }
+  for (size_t i = 0; i < records.size(); ++i) {
+    records[i].index = static_cast<int64_t>(i);
+    records[i].num_tokens = records[i].original_tokens = o.seq;
+  }
+  io::ShardAttributes attrs;
+  attrs.layer_ids.assign(ids.begin(), ids.end());
+  attrs.final_mode = "post-norm";
+  attrs.model_type = cfg.model_type;
+  attrs.hidden_size = cfg.hidden_size;
+  attrs.num_hidden_layers = cfg.num_hidden_layers;
+  attrs.dtype = kernels::DType::BF16;
+  attrs.tp = grid.tp_size();
+  attrs.model_path = "bench:" + o.config.string();
+  attrs.tool_version = E3_VERSION_STRING;
+  const bool writes = grid.is_writer();
+  model::StagedCapture capture(backend, ids, model::FinalMode::PostNorm, kernels::DType::BF16, cfg.hidden_size,
+                               batch.num_tokens(), 2);
+  ShardCommitter committer(dir, attrs, todo, {});
+  AsyncStepWriter writer(committer, capture, backend);
+  auto one_step = [&](int s) {
+    const int slot = s % 2;
+    std::vector<StepSample> samples;
+    for (int b = 0; b < o.batch; ++b) {
+      StepSample ss{&records[static_cast<size_t>(s * o.batch + b)], todo[static_cast<size_t>(s)], int64_t{b} * o.seq, {}, {}};
+      ss.ids.assign(batch.tokens.begin() + b * o.seq, batch.tokens.begin() + (b + 1) * o.seq);
+      ss.mask.assign(static_cast<size_t>(o.seq), 1);
+      samples.push_back(std::move(ss));
+    }
+    if (writes) {
+      writer.acquire(slot);
+      capture.begin_step(slot, batch.num_tokens());
+    }
+    m.forward(batch, writes ? &capture : nullptr);
+    if (writes) {
+      capture.audit(grid.world_rank());
+      writer.submit(slot, capture.finish_step(), std::move(samples));
+    } else {
+      backend.synchronize();
+    }
+  };
+  for (int s = 0; s < o.warmup; ++s) one_step(s);
+  if (writes) {
+    writer.acquire(0);
+    writer.acquire(1);
+  }
+  backend.synchronize();
+  E3_MPI_CHECK(MPI_Barrier(grid.world()));
+  const auto t0 = Clock::now();
+  for (int s = o.warmup; s < steps; ++s) one_step(s);
+  if (writes) writer.finish();
+  backend.synchronize();
+  E3_MPI_CHECK(MPI_Barrier(grid.world()));
+  return std::chrono::duration<double>(Clock::now() - t0).count() / o.iters;
 }
 
 }  // namespace
@@ -161,13 +233,17 @@ int run_bench(const BenchOptions& o, const parallel::Grid& grid) {
   const std::string profile = backend->profile_report();
   const double ceiling = backend->name() == "cuda" ? matmul_ceiling_tflops(*backend) : 0.0;
 
+  // End to end: the same steps through the capture pipeline and the HDF5 writer thread.
+  double e2e_secs = 0;
+  if (!o.out.empty()) e2e_secs = run_end_to_end(o, cfg, *backend, *m, batch, capture_ids, grid);
+
   // Every DP group ran the same batch: the job's rate is dp x that, spread over all ranks.
   const double tok_s = static_cast<double>(tokens) * grid.dp_size() / secs;
   const double tflops = flops_per_token(o.config, o.num_layers, o.seq) * tok_s / 1e12;
   const double mfu = ceiling > 0 ? tflops / (ceiling * grid.world_size()) : 0.0;
   if (grid.is_leader()) {
     if (!profile.empty()) std::printf("GPU time by op over %d warm-up and %d timed steps:\n%s", o.warmup, o.iters, profile.c_str());
-    const json line{{"config", o.config.string()},
+    json line{{"config", o.config.string()},
                      {"model_type", cfg.model_type},
                      {"layers", L},
                      {"batch", o.batch},
@@ -183,6 +259,12 @@ int run_bench(const BenchOptions& o, const parallel::Grid& grid) {
                      {"matmul_ceiling_tflops", std::round(ceiling * 10) / 10},
                      {"mfu", std::round(mfu * 1000) / 1000},
                      {"gpu_mem_gb", std::round(backend->device_memory_used() / 1073741824.0 * 10) / 10}};
+    if (e2e_secs > 0) {
+      line["e2e_tokens_per_s"] = std::round(static_cast<double>(tokens) * grid.dp_size() / e2e_secs);
+      line["e2e_vs_compute"] = std::round(secs / e2e_secs * 1000) / 1000;
+      line["e2e_written_gb_per_s"] =
+          std::round(static_cast<double>(tokens) * (capture_ids.size() + 1) * cfg.hidden_size * 2 / e2e_secs / 1e7) / 100;
+    }
     std::printf("%s\n", line.dump().c_str());
     std::fflush(stdout);
   }

@@ -4,6 +4,8 @@
 // gate|up and down; a combine pass sums each token's weighted expert outputs in fp32.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "kernels/cuda_common.cuh"
 #include "kernels/ops_cuda.h"
@@ -243,9 +245,12 @@ __global__ void combine_kernel(const int32_t* pair_row, const float* perm_weight
 
 // --------------------------------------------------------------------------------- grouped GEMM
 
-constexpr int kGBM = 128, kGBN = 128, kGBK = 32, kStages = 3, kGPad = 8, kGThreads = 256;
-constexpr int kGRow = kGBK + kGPad;  // shared-memory row stride in bf16
-constexpr size_t kGemmSmem = sizeof(bf16) * kStages * (kGBM + kGBN) * kGRow;
+constexpr int kGBM = 128, kGBN = 128, kGPad = 8, kGThreads = 256;
+
+template <int BK, int STAGES>
+constexpr size_t gemm_smem() {
+  return sizeof(bf16) * STAGES * (kGBM + kGBN) * (BK + kGPad);
+}
 
 struct GroupedArgs {
   const bf16* a;  // [rows, K]: rows of expert e are [row_offsets[e], row_offsets[e+1]), or with
@@ -253,7 +258,7 @@ struct GroupedArgs {
   const int32_t* a_rows;
   int64_t lda;
   const bf16* w;  // [experts * N, K]: expert e's rows [e N, (e+1) N)
-  bf16* c;        // [rows, N]
+  bf16* c;        // [rows, N], or [rows, N / 2] with FUSE_SILU
   const int32_t* row_offsets;
   const int32_t* tile_offsets;
   int experts, n, k;
@@ -261,10 +266,16 @@ struct GroupedArgs {
 
 // C_e = A_e W_e^T for every local expert in one launch. blockIdx.x walks all (expert, m-tile)
 // pairs found on the device; blocks past the last tile exit at once.
+//
+// With FUSE_SILU, W_e is [gate (N/2 rows) ; up (N/2 rows)] and the block computes the 64
+// activation columns [a0, a0 + 64): its 128 B rows alternate 16 gate rows and the matching
+// 16 up rows, so each warp holds both halves of its 16 columns and writes silu(g) * u.
+template <int BK, int STAGES, bool FUSE_SILU>
 __global__ void __launch_bounds__(kGThreads) grouped_gemm_kernel(GroupedArgs g) {
+  constexpr int kRow = BK + kGPad;  // shared-memory row stride in bf16
   extern __shared__ __align__(16) unsigned char gsmem[];
   bf16* sA = reinterpret_cast<bf16*>(gsmem);
-  bf16* sB = sA + kStages * kGBM * kGRow;
+  bf16* sB = sA + STAGES * kGBM * kRow;
   const int tile = blockIdx.x;
   if (tile >= g.tile_offsets[g.experts]) return;
   int lo = 0, hi = g.experts;  // the expert whose tiles hold `tile`
@@ -276,49 +287,62 @@ __global__ void __launch_bounds__(kGThreads) grouped_gemm_kernel(GroupedArgs g) 
   const int e = lo;
   const int row0 = g.row_offsets[e] + (tile - g.tile_offsets[e]) * kGBM;
   const int rows = min(kGBM, g.row_offsets[e + 1] - row0);
-  const int n0 = blockIdx.y * kGBN;
-
-  const bf16* W = g.w + (int64_t{e} * g.n + n0) * g.k;
+  const int half = g.n / 2;
+  const int n0 = blockIdx.y * (FUSE_SILU ? kGBN / 2 : kGBN);  // first output column
+  const bf16* W = g.w + int64_t{e} * g.n * g.k;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int warp_m = warp / 4, warp_n = warp % 4;
-  const int k_tiles = (g.k + kGBK - 1) / kGBK;
+  const int k_tiles = (g.k + BK - 1) / BK;
+
+  // The weight row behind B tile row r, or -1 past the end.
+  auto b_row = [&](int r) -> int {
+    if (!FUSE_SILU) return n0 + r < g.n ? n0 + r : -1;
+    const int col = n0 + (r / 32) * 16 + r % 16;  // activation column
+    if (col >= half) return -1;
+    return (r / 16) % 2 == 0 ? col : half + col;
+  };
 
   auto load_stage = [&](int stage, int kt) {
-    const int k0 = kt * kGBK;
-    for (int i = tid; i < kGBM * (kGBK / 8); i += kGThreads) {
-      const int r = i / (kGBK / 8), cc = (i % (kGBK / 8)) * 8;
+    const int k0 = kt * BK;
+    for (int i = tid; i < kGBM * (BK / 8); i += kGThreads) {
+      const int r = i / (BK / 8), cc = (i % (BK / 8)) * 8;
       const bool ok = r < rows && k0 + cc < g.k;
       const int64_t src_row = g.a_rows ? (ok ? g.a_rows[row0 + r] : 0) : row0 + r;
-      cp_async_16(sA + (stage * kGBM + r) * kGRow + cc, ok ? g.a + src_row * g.lda + k0 + cc : g.a, ok);
+      cp_async_16(sA + (stage * kGBM + r) * kRow + cc, ok ? g.a + src_row * g.lda + k0 + cc : g.a, ok);
     }
-    for (int i = tid; i < kGBN * (kGBK / 8); i += kGThreads) {
-      const int r = i / (kGBK / 8), cc = (i % (kGBK / 8)) * 8;
-      const bool ok = n0 + r < g.n && k0 + cc < g.k;
-      cp_async_16(sB + (stage * kGBN + r) * kGRow + cc, ok ? W + int64_t{r} * g.k + k0 + cc : g.w, ok);
+    for (int i = tid; i < kGBN * (BK / 8); i += kGThreads) {
+      const int r = i / (BK / 8), cc = (i % (BK / 8)) * 8;
+      const int wr = b_row(r);
+      const bool ok = wr >= 0 && k0 + cc < g.k;
+      cp_async_16(sB + (stage * kGBN + r) * kRow + cc, ok ? W + int64_t{wr} * g.k + k0 + cc : g.w, ok);
     }
   };
 
   float acc[4][4][4] = {};
-  for (int s = 0; s < kStages - 1; ++s) {
+  for (int s = 0; s < STAGES - 1; ++s) {
     if (s < k_tiles) load_stage(s, s);
     cp_async_commit();
   }
   for (int kt = 0; kt < k_tiles; ++kt) {
-    cp_async_wait<kStages - 2>();
+    cp_async_wait<STAGES - 2>();
     __syncthreads();
-    const int next = kt + kStages - 1;
-    if (next < k_tiles) load_stage(next % kStages, next);
+    const int next = kt + STAGES - 1;
+    if (next < k_tiles) load_stage(next % STAGES, next);
     cp_async_commit();
-    const bf16* a_st = sA + (kt % kStages) * kGBM * kGRow;
-    const bf16* b_st = sB + (kt % kStages) * kGBN * kGRow;
-    for (int ks = 0; ks < kGBK / 16; ++ks) {
+    const bf16* a_st = sA + (kt % STAGES) * kGBM * kRow;
+    const bf16* b_st = sB + (kt % STAGES) * kGBN * kRow;
+#pragma unroll
+    for (int ks = 0; ks < BK / 16; ++ks) {
       uint32_t af[4][4];
+#pragma unroll
       for (int mt = 0; mt < 4; ++mt)
-        ldmatrix_x4(af[mt], a_st + (warp_m * 64 + mt * 16 + lane % 16) * kGRow + ks * 16 + (lane / 16) * 8);
+        ldmatrix_x4(af[mt], a_st + (warp_m * 64 + mt * 16 + lane % 16) * kRow + ks * 16 + (lane / 16) * 8);
+#pragma unroll
       for (int p = 0; p < 2; ++p) {
         uint32_t b[4];
         const int m = lane / 8;
-        ldmatrix_x4(b, b_st + (warp_n * 32 + p * 16 + (m / 2) * 8 + lane % 8) * kGRow + ks * 16 + (m % 2) * 8);
+        ldmatrix_x4(b, b_st + (warp_n * 32 + p * 16 + (m / 2) * 8 + lane % 8) * kRow + ks * 16 + (m % 2) * 8);
+#pragma unroll
         for (int mt = 0; mt < 4; ++mt) {
           mma_bf16(acc[mt][2 * p], af[mt], b[0], b[1]);
           mma_bf16(acc[mt][2 * p + 1], af[mt], b[2], b[3]);
@@ -328,26 +352,72 @@ __global__ void __launch_bounds__(kGThreads) grouped_gemm_kernel(GroupedArgs g) 
   }
   cp_async_wait<0>();
   const int gq = lane / 4, c4 = lane % 4;
-  for (int mt = 0; mt < 4; ++mt)
-    for (int nt = 0; nt < 4; ++nt) {
-      const int col = n0 + warp_n * 32 + nt * 8 + 2 * c4;
-      if (col >= g.n) continue;
-      const int r_a = warp_m * 64 + mt * 16 + gq, r_b = r_a + 8;
-      if (r_a < rows)
-        *reinterpret_cast<uint32_t*>(g.c + int64_t{row0 + r_a} * g.n + col) = pack_bf16(acc[mt][nt][0], acc[mt][nt][1]);
-      if (r_b < rows)
-        *reinterpret_cast<uint32_t*>(g.c + int64_t{row0 + r_b} * g.n + col) = pack_bf16(acc[mt][nt][2], acc[mt][nt][3]);
+#pragma unroll
+  for (int mt = 0; mt < 4; ++mt) {
+    const int r_a = warp_m * 64 + mt * 16 + gq, r_b = r_a + 8;
+    if (FUSE_SILU) {
+      // n8 tiles 0, 1 are gate columns, 2, 3 the up columns of the same activations.
+      const int ldc = half;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int col = n0 + warp_n * 16 + nt * 8 + 2 * c4;
+        if (col >= half) continue;
+        float v[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const float gte = round_bf(acc[mt][nt][q]), up = round_bf(acc[mt][nt + 2][q]);
+          v[q] = round_bf(gte / (1.0f + __expf(-gte))) * up;
+        }
+        if (r_a < rows) *reinterpret_cast<uint32_t*>(g.c + int64_t{row0 + r_a} * ldc + col) = pack_bf16(v[0], v[1]);
+        if (r_b < rows) *reinterpret_cast<uint32_t*>(g.c + int64_t{row0 + r_b} * ldc + col) = pack_bf16(v[2], v[3]);
+      }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        const int col = n0 + warp_n * 32 + nt * 8 + 2 * c4;
+        if (col >= g.n) continue;
+        if (r_a < rows)
+          *reinterpret_cast<uint32_t*>(g.c + int64_t{row0 + r_a} * g.n + col) = pack_bf16(acc[mt][nt][0], acc[mt][nt][1]);
+        if (r_b < rows)
+          *reinterpret_cast<uint32_t*>(g.c + int64_t{row0 + r_b} * g.n + col) = pack_bf16(acc[mt][nt][2], acc[mt][nt][3]);
+      }
     }
+  }
 }
 
-void grouped_gemm(const GroupedArgs& g, int64_t max_rows, cudaStream_t s) {
-  E3_CUDA_CHECK(cudaFuncSetAttribute(grouped_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(kGemmSmem)));
+template <int BK, int STAGES, bool FUSE>
+void launch_grouped(const GroupedArgs& g, int64_t max_rows, cudaStream_t s) {
+  constexpr size_t smem = gemm_smem<BK, STAGES>();
+  E3_CUDA_CHECK(cudaFuncSetAttribute(grouped_gemm_kernel<BK, STAGES, FUSE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(smem)));
   // At most one partial tile per expert beyond the full ones.
   const int64_t max_tiles = (max_rows + kGBM - 1) / kGBM + g.experts;
-  const dim3 grid(static_cast<unsigned>(max_tiles), static_cast<unsigned>((g.n + kGBN - 1) / kGBN));
-  grouped_gemm_kernel<<<grid, kGThreads, kGemmSmem, s>>>(g);
+  const int cols = FUSE ? g.n / 2 : g.n, per_block = FUSE ? kGBN / 2 : kGBN;
+  const dim3 grid(static_cast<unsigned>(max_tiles), static_cast<unsigned>((cols + per_block - 1) / per_block));
+  grouped_gemm_kernel<BK, STAGES, FUSE><<<grid, kGThreads, smem, s>>>(g);
   E3_CUDA_LAUNCH_CHECK("grouped_gemm");
+}
+
+// Tile shapes to compare on a device (E3_GEMM_VARIANT): 0 = BK 32 x 3 stages, 1 = BK 64 x 3,
+// 2 = BK 32 x 4, 3 = BK 64 x 2.
+template <bool FUSE>
+void grouped_gemm(const GroupedArgs& g, int64_t max_rows, cudaStream_t s, int variant) {
+  switch (variant) {
+    case 1: return launch_grouped<64, 3, FUSE>(g, max_rows, s);
+    case 2: return launch_grouped<32, 4, FUSE>(g, max_rows, s);
+    case 3: return launch_grouped<64, 2, FUSE>(g, max_rows, s);
+    default: return launch_grouped<32, 3, FUSE>(g, max_rows, s);
+  }
+}
+
+int gemm_variant() {
+  const char* v = std::getenv("E3_GEMM_VARIANT");
+  return v ? std::atoi(v) : 0;
+}
+
+bool fuse_silu() {
+  const char* v = std::getenv("E3_MOE_UNFUSED");
+  return !(v && std::string(v) == "1");
 }
 
 }  // namespace
@@ -402,24 +472,33 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
                                              ex.first_expert, l.row_offsets, l.perm_token, l.perm_weight, l.pair_row);
   E3_CUDA_LAUNCH_CHECK("moe dispatch");
 
-  mark("moe_gemm_gate_up");  // A rows gathered from x by token, in place
-  grouped_gemm({x.as<bf16>(), l.perm_token, x.stride, ex.gate_up.as<bf16>(), l.gate_up, l.row_offsets, l.tile_offsets, E,
-                static_cast<int>(2 * I), static_cast<int>(H)},
-               max_rows, s);
-
-  mark("moe_silu");
-  const unsigned cols_blocks = std::min<unsigned>(blocks_for(I, 256), 64u);
-  for (int64_t r0 = 0; r0 < max_rows; r0 += 65535) {
-    const int64_t n = std::min<int64_t>(65535, max_rows - r0);
-    silu_rows_kernel<<<dim3(cols_blocks, static_cast<unsigned>(n)), 256, 0, s>>>(l.gate_up, l.act, l.row_offsets + E,
-                                                                                 I, r0);
+  const int variant = gemm_variant();
+  const GroupedArgs gate_up{x.as<bf16>(), l.perm_token, x.stride, ex.gate_up.as<bf16>(), nullptr, l.row_offsets,
+                            l.tile_offsets, E, static_cast<int>(2 * I), static_cast<int>(H)};
+  if (fuse_silu()) {
+    mark("moe_gemm_gate_up_silu");  // A rows gathered from x by token, in place; silu(g) * u in the epilogue
+    GroupedArgs fused = gate_up;
+    fused.c = l.act;
+    grouped_gemm<true>(fused, max_rows, s, variant);
+  } else {
+    mark("moe_gemm_gate_up");
+    GroupedArgs plain = gate_up;
+    plain.c = l.gate_up;
+    grouped_gemm<false>(plain, max_rows, s, variant);
+    mark("moe_silu");
+    const unsigned cols_blocks = std::min<unsigned>(blocks_for(I, 256), 64u);
+    for (int64_t r0 = 0; r0 < max_rows; r0 += 65535) {
+      const int64_t n = std::min<int64_t>(65535, max_rows - r0);
+      silu_rows_kernel<<<dim3(cols_blocks, static_cast<unsigned>(n)), 256, 0, s>>>(l.gate_up, l.act, l.row_offsets + E,
+                                                                                   I, r0);
+    }
+    E3_CUDA_LAUNCH_CHECK("moe silu");
   }
-  E3_CUDA_LAUNCH_CHECK("moe silu");
 
   mark("moe_gemm_down");
-  grouped_gemm({l.act, nullptr, I, ex.down.as<bf16>(), l.y, l.row_offsets, l.tile_offsets, E, static_cast<int>(H),
-                static_cast<int>(I)},
-               max_rows, s);
+  grouped_gemm<false>({l.act, nullptr, I, ex.down.as<bf16>(), l.y, l.row_offsets, l.tile_offsets, E,
+                       static_cast<int>(H), static_cast<int>(I)},
+                      max_rows, s, variant);
 
   mark("moe_combine");
   combine_kernel<<<static_cast<unsigned>(M), 256, 0, s>>>(l.pair_row, l.perm_weight, l.y, K, out.as<float>(),

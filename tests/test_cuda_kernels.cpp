@@ -115,6 +115,7 @@ class CudaKernel : public ::testing::Test {
     return s;
   }
 
+  void check_experts(int64_t M, int64_t H, int64_t I);
   std::unique_ptr<Backend> gpu_, cpu_;
 };
 
@@ -313,7 +314,21 @@ TEST_F(CudaKernel, RouterPicksTheSameExperts) {
 }
 
 TEST_F(CudaKernel, ExpertsOfOneRankMatchTheCpuTwin) {
-  const int64_t M = 150, H = 64, I = 48;
+  // Every grouped-GEMM tile shape, with and without the silu fused into its epilogue, and
+  // experts with more rows than one 128-row tile.
+  for (const char* variant : {"0", "1", "2", "3"})
+    for (const char* unfused : {"0", "1"}) {
+      setenv("E3_GEMM_VARIANT", variant, 1);
+      setenv("E3_MOE_UNFUSED", unfused, 1);
+      SCOPED_TRACE(fmt::format("variant {} unfused {}", variant, unfused));
+      check_experts(150, 64, 48);
+      check_experts(700, 96, 40);
+    }
+  unsetenv("E3_GEMM_VARIANT");
+  unsetenv("E3_MOE_UNFUSED");
+}
+
+void CudaKernel::check_experts(int64_t M, int64_t H, int64_t I) {
   const int E = 16, local = 8, first = 8, K = 4;
   std::vector<int32_t> idv;
   std::vector<float> wv;

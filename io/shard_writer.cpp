@@ -124,10 +124,18 @@ void ShardWriter::write_sample_raw(int64_t index, const std::string* id, const s
 }
 
 CommittedShard ShardWriter::commit() {
+  close();
+  return publish();
+}
+
+void ShardWriter::close() {
   E3_H5(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL), "flushing {}", temp_path_.string());
   storage_type_.close();
   samples_group_.close();
   file_.close();
+}
+
+CommittedShard ShardWriter::publish() {
   fsync_path(temp_path_, false);
   std::error_code ec;
   std::filesystem::rename(temp_path_, final_path_, ec);

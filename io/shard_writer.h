@@ -61,6 +61,11 @@ class ShardWriter {
                         const void* final_rows);
   // Closes, syncs and renames to the final name. Returns what the manifest records.
   CommittedShard commit();
+  // commit() in two halves: close() ends the HDF5 file (on the thread that wrote it);
+  // publish() syncs and renames it (any thread: no HDF5 call), so that a slow fsync can
+  // overlap the writing of the next shard.
+  void close();
+  CommittedShard publish();
 
   int64_t shard_index() const { return shard_index_; }
   const std::filesystem::path& temp_path() const { return temp_path_; }

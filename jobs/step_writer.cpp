@@ -12,18 +12,65 @@ ShardCommitter::ShardCommitter(std::filesystem::path out_dir, io::ShardAttribute
       attrs_(std::move(attrs)),
       todo_(std::move(todo)),
       on_commit_(std::move(on_commit)),
-      written_(todo_.size(), 0) {}
+      written_(todo_.size(), 0),
+      publisher_([this] { publish_loop(); }) {}
+
+ShardCommitter::~ShardCommitter() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  publisher_.join();
+}
+
+void ShardCommitter::rethrow() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (error_) std::rethrow_exception(error_);
+}
+
+void ShardCommitter::publish_loop() {
+  for (;;) {
+    std::unique_ptr<io::ShardWriter> shard;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return stop_ || !to_publish_.empty(); });
+      if (to_publish_.empty()) return;
+      shard = std::move(to_publish_.front());
+      to_publish_.pop_front();
+      publishing_ = true;
+    }
+    try {
+      io::CommittedShard c = shard->publish();
+      spdlog::debug("committed {} ({} samples)", c.file, c.samples.size());
+      if (on_commit_) on_commit_(c);
+      std::lock_guard<std::mutex> lock(mutex_);
+      committed_.push_back(std::move(c));
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      publishing_ = false;
+    }
+    cv_.notify_all();
+  }
+}
 
 void ShardCommitter::commit_through(size_t upto) {
   for (; next_to_close_ < upto; ++next_to_close_) {
     const ShardPlan* s = todo_[next_to_close_];
     if (!writer_ || writer_->shard_index() != s->index)
       writer_ = std::make_unique<io::ShardWriter>(out_dir_, s->index, attrs_);
-    committed_.push_back(writer_->commit());
-    writer_.reset();
-    spdlog::debug("committed {} ({} samples)", committed_.back().file, committed_.back().samples.size());
-    if (on_commit_) on_commit_(committed_.back());
+    writer_->close();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      to_publish_.push_back(std::move(writer_));
+    }
+    cv_.notify_all();
   }
+  rethrow();
 }
 
 void ShardCommitter::write(const std::vector<StepSample>& samples, const model::StagedCapture& capture, int slot) {
@@ -45,7 +92,12 @@ void ShardCommitter::write(const std::vector<StepSample>& samples, const model::
   }
 }
 
-void ShardCommitter::finish() { commit_through(todo_.size()); }
+void ShardCommitter::finish() {
+  commit_through(todo_.size());
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return (to_publish_.empty() && !publishing_) || error_; });
+  if (error_) std::rethrow_exception(error_);
+}
 
 AsyncStepWriter::AsyncStepWriter(ShardCommitter& committer, model::StagedCapture& capture, kernels::Backend& backend)
     : committer_(committer), capture_(capture), backend_(backend), busy_(static_cast<size_t>(capture.slots()), false),

@@ -36,13 +36,16 @@ class ShardCommitter {
   using OnCommit = std::function<void(const io::CommittedShard&)>;
   ShardCommitter(std::filesystem::path out_dir, io::ShardAttributes attrs, std::vector<const ShardPlan*> todo,
                  OnCommit on_commit);
+  ~ShardCommitter();
   void write(const std::vector<StepSample>& samples, const model::StagedCapture& capture, int slot);
-  // Commits every shard not committed yet (empty ones included).
+  // Commits every shard not committed yet (empty ones included) and waits for them.
   void finish();
   const std::vector<io::CommittedShard>& committed() const { return committed_; }
 
  private:
   void commit_through(size_t upto);
+  void publish_loop();
+  void rethrow();
   std::filesystem::path out_dir_;
   io::ShardAttributes attrs_;
   std::vector<const ShardPlan*> todo_;
@@ -51,6 +54,13 @@ class ShardCommitter {
   size_t next_to_close_ = 0;
   std::vector<int64_t> written_;  // per todo entry
   std::vector<io::CommittedShard> committed_;
+  // Closed shards wait here for their fsync and rename, in order, on their own thread.
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<io::ShardWriter>> to_publish_;
+  bool publishing_ = false, stop_ = false;
+  std::exception_ptr error_;
+  std::thread publisher_;
 };
 
 class AsyncStepWriter {

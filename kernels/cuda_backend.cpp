@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -96,15 +97,17 @@ class OpProfiler {
     return used_++;
   }
   void end(int i) { E3_CUDA_CHECK(cudaEventRecord(pairs_[i].end, stream_)); }
+  // A stable name for a label made at run time.
+  const char* label(std::string name) { return labels_.insert(std::move(name)).first->c_str(); }
   std::string report() {
     collect();
     double total = 0;
     for (const auto& [name, t] : totals_) total += t.ms;
     std::vector<std::pair<std::string, Total>> rows(totals_.begin(), totals_.end());
     std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
-    std::string out = fmt::format("{:<16} {:>8} {:>12} {:>7}\n", "op", "calls", "total ms", "share");
+    std::string out = fmt::format("{:<32} {:>8} {:>12} {:>7}\n", "op", "calls", "total ms", "share");
     for (const auto& [name, t] : rows)
-      out += fmt::format("{:<16} {:>8} {:>12.2f} {:>6.1f}%\n", name, t.calls, t.ms, 100.0 * t.ms / std::max(total, 1e-9));
+      out += fmt::format("{:<32} {:>8} {:>12.2f} {:>6.1f}%\n", name, t.calls, t.ms, 100.0 * t.ms / std::max(total, 1e-9));
     return out;
   }
 
@@ -132,6 +135,7 @@ class OpProfiler {
   std::array<Pair, kPairs> pairs_{};
   int used_ = 0;
   std::map<std::string, Total> totals_;
+  std::set<std::string> labels_;
 };
 
 class CudaBackend final : public Backend {
@@ -262,7 +266,10 @@ class CudaBackend final : public Backend {
     cuda::embedding(ids, table, out, stream_);
   }
   void linear(Tensor x, Tensor w, const Tensor* bias, Tensor y) override {
-    Timed t(this, "gemm");
+    // Profiled per shape: which projection costs what.
+    Timed t(this, profiler_ ? profiler_->label(fmt::format("gemm {}x{}x{}{}", x.rows, w.rows, x.cols,
+                                                          x.dtype == DType::F32 ? " tf32" : ""))
+                            : "gemm");
     gemm_->linear(x, w, bias, y, stream_);
   }
   void rmsnorm(Tensor x, Tensor weight, float eps, Tensor out) override {

@@ -68,7 +68,10 @@ struct Gemm::Impl {
 
   // Row-major y[M,N] = x[M,K] w[N,K]^T is column-major y^T = w x^T: A = w (transposed), B = x.
   void build(Plan& p, const PlanKey& key, cudaDataType_t in_type, cudaDataType_t out_type) {
-    E3_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    // fp32 operands (the MoE router) run on the tensor cores as TF32: 10 mantissa bits in, fp32
+    // sums; plain fp32 would make a small GEMM the slowest op of a step.
+    const cublasComputeType_t compute = in_type == CUDA_R_32F ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    E3_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, CUDA_R_32F));
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     E3_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     E3_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));

@@ -265,8 +265,9 @@ class MoeFfn final : public FfnBlock {
          DType dt)
       : s_(shape) {
     const int64_t H = s_.hidden, I = s_.intermediate, E = s_.num_experts;
-    // The router runs on every rank for every token, in fp32 as HF does.
-    gate_ = loader.load(fp32(WeightSpec::replicated(names.gate, {E, H})));
+    // The router runs on every rank for every token: the compute dtype's products (exact for a
+    // bf16 checkpoint's weights) summed in fp32, as HF computes it from bf16 hidden states.
+    gate_ = loader.load(WeightSpec::replicated(names.gate, {E, H}));
     if (s_.correction_bias) correction_bias_ = loader.load(fp32(WeightSpec::replicated(names.correction_bias, {E})));
     // Expert parallelism: this rank's E / tp experts, each loaded whole, nothing of the others.
     experts_.num_experts = static_cast<int>(E / tp.size);
@@ -294,15 +295,13 @@ class MoeFfn final : public FfnBlock {
     needs.need_moe({static_cast<int>(k), experts_.num_experts, H, I});
   }
 
-  bool wants_fp32_input() const override { return true; }
-
   void forward(Tensor normed, Tensor out, StepContext& ctx) override {
     kernels::Backend& be = ctx.backend;
     const int64_t M = ctx.tokens, k = s_.router.top_k;
     Tensor logits = ctx.ws.view(Scratch::RouterLogits, DType::F32, M, s_.num_experts);
     Tensor ids = ctx.ws.view(Scratch::TopkIds, DType::I32, M, k);
     Tensor weights = ctx.ws.view(Scratch::TopkWeights, DType::F32, M, k);
-    be.linear(ctx.normed_f32, gate_, nullptr, logits);
+    be.linear(normed, gate_, nullptr, logits);
     be.moe_route(logits, correction_bias_.data ? &correction_bias_ : nullptr, s_.router, ids, weights);
     be.moe_experts(normed, ids, weights, experts_, out, ctx.ws.moe_work);
     if (shared_) {

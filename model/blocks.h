@@ -38,7 +38,7 @@ struct Workspace {
   kernels::DeviceBuffer ids, positions, cu_seqlens;  // int32 inputs of the step
   kernels::DeviceBuffer residual;    // [tokens, H] fp32: the residual stream
   kernels::DeviceBuffer normed;      // [tokens, H] compute dtype: a sub-layer's normalised input
-  kernels::DeviceBuffer normed_f32;  // [tokens, H] fp32: the same for routers, and the final norm
+  kernels::DeviceBuffer normed_f32;  // [tokens, H] fp32: the final norm's output, as captured
   kernels::DeviceBuffer partial;     // [tokens, H] fp32: a block's output before the all-reduce
   std::array<kernels::DeviceBuffer, static_cast<size_t>(Scratch::kCount)> scratch;
   kernels::Tensor moe_work;  // the MoeWork slot as bytes, for Backend::moe_experts
@@ -56,7 +56,6 @@ struct StepContext {
   const kernels::SequenceLayout& seqs;
   const kernels::RopeTable& rope;
   int64_t tokens;
-  kernels::Tensor normed_f32;  // the FFN's input in fp32, when the block asked for it
 };
 
 class AttentionBlock {
@@ -71,8 +70,6 @@ class FfnBlock {
   virtual ~FfnBlock() = default;
   // out is fp32: this rank's partial sum of the sub-layer's output.
   virtual void forward(kernels::Tensor normed, kernels::Tensor out, StepContext& ctx) = 0;
-  // A router decides in fp32 (as HF does), so that bf16 rounding does not flip its choices.
-  virtual bool wants_fp32_input() const { return false; }
 };
 
 // Which slice of the heads / features a rank owns.

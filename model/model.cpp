@@ -74,7 +74,7 @@ class DecoderModel final : public Model {
     Tensor h = ws_.normed.view(dt, M, H);
     Tensor h32 = ws_.normed_f32.view(DType::F32, M, H);
     Tensor partial = ws_.partial.view(DType::F32, M, H);
-    StepContext ctx{be, ws_, seqs, rope_, M, h32};
+    StepContext ctx{be, ws_, seqs, rope_, M};
     const float eps = static_cast<float>(config_.rms_norm_eps);
     const int L = static_cast<int>(parts_.layers.size());
 
@@ -85,8 +85,7 @@ class DecoderModel final : public Model {
       DecoderLayer& layer = parts_.layers[static_cast<size_t>(l)];
       layer.attention->forward(h, partial, ctx);
       comm_->all_reduce_sum(partial);
-      be.add_rmsnorm(x, partial, layer.post_attention_norm, eps, h,
-                     layer.ffn->wants_fp32_input() ? h32 : Tensor{});
+      be.add_rmsnorm(x, partial, layer.post_attention_norm, eps, h, Tensor{});
       layer.ffn->forward(h, partial, ctx);
       comm_->all_reduce_sum(partial);
       // The residual add is fused with the next layer's input norm.

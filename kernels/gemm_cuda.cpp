@@ -50,14 +50,7 @@ struct Gemm::Impl {
   void* workspace = nullptr;
   std::array<Plan, kPlanSlots> plans{};
 
-  // The operands of the call that first needs a plan: large shapes are tuned on them.
-  struct Operands {
-    const void *x, *w, *bias;
-    void* y;
-    cudaStream_t stream;
-  };
-
-  Plan& plan_for(const PlanKey& key, cudaDataType_t in_type, cudaDataType_t out_type, const Operands& ops) {
+  Plan& plan_for(const PlanKey& key, cudaDataType_t in_type, cudaDataType_t out_type) {
     size_t h = 1469598103934665603ull;
     for (int64_t v : {key.m, key.n, key.k, key.ldx, key.ldw, key.ldy, int64_t{key.in_type}, int64_t{key.out_type},
                       int64_t{key.bias}, int64_t{key.align}})
@@ -66,7 +59,7 @@ struct Gemm::Impl {
       Plan& p = plans[(h + probe) % kPlanSlots];
       if (p.used && p.key == key) return p;
       if (!p.used) {
-        build(p, key, in_type, out_type, ops);
+        build(p, key, in_type, out_type);
         return p;
       }
     }
@@ -74,7 +67,7 @@ struct Gemm::Impl {
   }
 
   // Row-major y[M,N] = x[M,K] w[N,K]^T is column-major y^T = w x^T: A = w (transposed), B = x.
-  void build(Plan& p, const PlanKey& key, cudaDataType_t in_type, cudaDataType_t out_type, const Operands& ops) {
+  void build(Plan& p, const PlanKey& key, cudaDataType_t in_type, cudaDataType_t out_type) {
     E3_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     E3_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
@@ -101,7 +94,7 @@ struct Gemm::Impl {
     for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
       E3_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof align));
-    std::array<cublasLtMatmulHeuristicResult_t, 8> results{};
+    std::array<cublasLtMatmulHeuristicResult_t, 1> results{};
     int found = 0;
     const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(handle, p.desc, p.a, p.b, p.c, p.c, pref,
                                                              static_cast<int>(results.size()), results.data(), &found);
@@ -112,42 +105,8 @@ struct Gemm::Impl {
     p.algo = results[0].algo;
     p.key = key;
     p.used = true;
-    // The heuristic's first choice can be several times off for skinny shapes: time the
-    // candidates once on the real operands (a one-off wait, on the first use of a large shape).
-    if (key.m * key.n * key.k >= (int64_t{1} << 33) && found > 1) p.algo = fastest(p, results.data(), found, ops);
   }
 
-  cublasLtMatmulAlgo_t fastest(Plan& p, const cublasLtMatmulHeuristicResult_t* results, int found, const Operands& ops) {
-    cudaEvent_t begin, end;
-    E3_CUDA_CHECK(cudaEventCreate(&begin));
-    E3_CUDA_CHECK(cudaEventCreate(&end));
-    const float one = 1.0f, zero = 0.0f;
-    if (ops.bias)
-      E3_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ops.bias, sizeof ops.bias));
-    float best_ms = 1e30f;
-    cublasLtMatmulAlgo_t best = results[0].algo;
-    for (int i = 0; i < found; ++i) {
-      float total = 0;
-      bool ok = true;
-      for (int rep = 0; rep < 3 && ok; ++rep) {
-        E3_CUDA_CHECK(cudaEventRecord(begin, ops.stream));
-        ok = cublasLtMatmul(handle, p.desc, &one, ops.w, p.a, ops.x, p.b, &zero, ops.y, p.c, ops.y, p.c,
-                            &results[i].algo, workspace, kWorkspaceBytes, ops.stream) == CUBLAS_STATUS_SUCCESS;
-        E3_CUDA_CHECK(cudaEventRecord(end, ops.stream));
-        E3_CUDA_CHECK(cudaEventSynchronize(end));
-        float ms = 0;
-        E3_CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
-        if (rep > 0) total += ms;  // the first run warms up
-      }
-      if (ok && total < best_ms) {
-        best_ms = total;
-        best = results[i].algo;
-      }
-    }
-    cudaEventDestroy(begin);
-    cudaEventDestroy(end);
-    return best;
-  }
 };
 
 Gemm::Gemm() : impl_(new Impl) {
@@ -191,7 +150,7 @@ void Gemm::linear(Tensor x, Tensor w, const Tensor* bias, Tensor y, cudaStream_t
                         y.stride * static_cast<int64_t>(ye));
   const cudaDataType_t in_type = x.dtype == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
   const cudaDataType_t out_type = y.dtype == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
-  Plan& p = impl_->plan_for(key, in_type, out_type, {x.data, w.data, bias ? bias->data : nullptr, y.data, s});
+  Plan& p = impl_->plan_for(key, in_type, out_type);
   if (bias) {
     const void* bp = bias->data;
     E3_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));

@@ -14,6 +14,7 @@
 #include "jobs/extract.h"
 #include "jobs/info.h"
 #include "jobs/logging.h"
+#include "jobs/signals.h"
 #include "kernels/error.h"
 #include "parallel/agreement.h"
 #include "parallel/mpi_env.h"
@@ -70,6 +71,7 @@ int run(int argc, char** argv, const e3::parallel::MpiEnv& mpi) {
                E3_VERSION_STRING, host, getpid(), e3::jobs::resolve_backend(rc.backend), grid.tp_rank(), grid.tp_size(),
                grid.dp_rank(), grid.dp_size(), grid.local_rank(), grid.local_size(), rc.log_level,
                req.embedded_demo ? " (embedded demo: no --model given)" : "");
+  e3::jobs::install_stop_handlers();
   return e3::jobs::run_extract(rc, grid);
 }
 

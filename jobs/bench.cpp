@@ -149,7 +149,7 @@ double run_end_to_end(const BenchOptions& o, const model::ModelConfig& cfg, kern
   E3_MPI_CHECK(MPI_Barrier(grid.world()));
   const auto t0 = Clock::now();
   for (int s = o.warmup; s < steps; ++s) one_step(s);
-  if (writes) writer.finish();
+  if (writes) writer.finish(true);
   backend.synchronize();
   E3_MPI_CHECK(MPI_Barrier(grid.world()));
   return std::chrono::duration<double>(Clock::now() - t0).count() / o.iters;

@@ -1,5 +1,6 @@
 #include "jobs/extract.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <exception>
@@ -19,6 +20,7 @@
 #include "jobs/output_dir.h"
 #include "jobs/plan.h"
 #include "jobs/progress.h"
+#include "jobs/signals.h"
 #include "jobs/step_writer.h"
 #include "jobs/watchdog.h"
 #include "kernels/error.h"
@@ -128,6 +130,46 @@ std::vector<int64_t> broadcast_indices(const parallel::Grid& grid, std::vector<i
 }
 
 
+struct StepAgreement {
+  int stop_signal = 0;
+  int failed_rank = -1;
+  int code = 0;
+  std::vector<int64_t> samples_by_group, tokens_by_group;
+};
+
+// One all-reduce (max) over the world at a step boundary: any stop signal, the lowest rank
+// that failed (with its exit code), and each group's progress (reported by its writer).
+StepAgreement agree_on_step(const parallel::Grid& grid, const std::exception_ptr& failure, int64_t samples,
+                            int64_t tokens) {
+  const auto dp = static_cast<size_t>(grid.dp_size());
+  std::vector<int64_t> v(2 + 2 * dp, 0);
+  v[0] = stop_signal();
+  if (failure) {
+    int code = exit_code(ErrorKind::Internal);
+    try {
+      std::rethrow_exception(failure);
+    } catch (const Error& e) {
+      code = exit_code(e.kind());
+    } catch (...) {
+    }
+    v[1] = static_cast<int64_t>(grid.world_size() - grid.world_rank()) * 256 + code;  // max: the lowest rank
+  }
+  if (grid.is_writer()) {
+    v[2 + static_cast<size_t>(grid.dp_rank())] = samples;
+    v[2 + dp + static_cast<size_t>(grid.dp_rank())] = tokens;
+  }
+  E3_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_INT64_T, MPI_MAX, grid.world()));
+  StepAgreement a;
+  a.stop_signal = static_cast<int>(v[0]);
+  if (v[1] > 0) {
+    a.failed_rank = grid.world_size() - static_cast<int>(v[1] / 256);
+    a.code = static_cast<int>(v[1] % 256);
+  }
+  a.samples_by_group.assign(v.begin() + 2, v.begin() + 2 + static_cast<std::ptrdiff_t>(dp));
+  a.tokens_by_group.assign(v.begin() + 2 + static_cast<std::ptrdiff_t>(dp), v.end());
+  return a;
+}
+
 // A test-only hook: E3_FAIL_AT_SAMPLE=k [E3_FAIL_ON_RANK=r] makes world rank r (default 0)
 // fail before the step that holds sample k, mid-run, while its peers are in collectives.
 struct InjectedFault {
@@ -230,11 +272,6 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
   // (TP rank 0) copies the captured states out and writes them on its own thread while the
   // device computes the next step.
   const std::vector<const ShardPlan*> todo = plan.pending_for(grid.dp_rank());
-  int64_t my_samples = 0, my_tokens = 0;
-  for (const ShardPlan* s : todo) {
-    my_samples += s->samples_to_write;
-    my_tokens += s->tokens_to_write;
-  }
   constexpr int kSlots = 2;  // steps in flight: one computing, one being written
   std::unique_ptr<model::StagedCapture> capture;
   std::unique_ptr<ShardCommitter> committer;
@@ -264,64 +301,131 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
     writer = std::make_unique<AsyncStepWriter>(*committer, *capture, *backend);
   }
 
-  Progress progress(grid.is_writer(), my_samples, my_tokens, rc.progress_interval_s);
+  // Every rank walks the same number of steps (the longest group's); a group with no work left
+  // idles through the rest. Each step starts with one small all-reduce over the world that
+  // agrees on stop signals and on failures found outside the collectives, and carries the
+  // progress of every group to the leader.
+  const std::vector<int64_t> group_steps = steps_per_group(plan, data, grid.dp_size(), rc.max_tokens_per_step);
+  const int64_t total_steps = group_steps.empty() ? 0 : *std::max_element(group_steps.begin(), group_steps.end());
+  std::vector<int64_t> group_tokens(static_cast<size_t>(grid.dp_size()), 0);
+  for (const ShardPlan& s : plan.shards)
+    if (!s.committed) group_tokens[static_cast<size_t>(s.dp_group)] += s.tokens_to_write;
+  const int64_t bytes_per_token =
+      static_cast<int64_t>(layers.size() + (rc.final_mode == model::FinalMode::None ? 0 : 1)) * mc.hidden_size *
+      static_cast<int64_t>(kernels::dtype_size(rc.dtype));
+  Progress progress(grid.is_leader(), plan.samples_pending, group_tokens, bytes_per_token, rc.progress_interval_s);
   const InjectedFault fault = injected_fault();
-  int64_t step_index = 0;
   model::HostBatch batch;
   std::vector<StepSample> step;
   size_t shard_pos = 0;
   int64_t sample_pos = todo.empty() ? 0 : todo[0]->first_sample;
+  int64_t done_samples = 0, done_tokens = 0;  // this group's
   const auto& records = data.samples();
-  while (shard_pos < todo.size()) {
+  int stopped_by = 0;
+  for (int64_t step_index = 0; step_index < total_steps; ++step_index) {
+    watchdog.step_begin(step_index);
+    const int slot = static_cast<int>(step_index % kSlots);
+    std::exception_ptr pending;
     batch.clear();
     step.clear();
-    // Fill one step with whole samples, in order, up to the token budget.
-    while (shard_pos < todo.size()) {
-      const ShardPlan* s = todo[shard_pos];
-      if (sample_pos >= s->end_sample) {
-        if (++shard_pos < todo.size()) sample_pos = todo[shard_pos]->first_sample;
-        continue;
-      }
-      const io::SampleRecord& r = records[static_cast<size_t>(sample_pos)];
-      if (r.skipped) {
+    try {
+      // Fill one step with whole samples, in order, up to the token budget.
+      while (shard_pos < todo.size()) {
+        const ShardPlan* s = todo[shard_pos];
+        if (sample_pos >= s->end_sample) {
+          if (++shard_pos < todo.size()) sample_pos = todo[shard_pos]->first_sample;
+          continue;
+        }
+        const io::SampleRecord& r = records[static_cast<size_t>(sample_pos)];
+        if (r.skipped) {
+          ++sample_pos;
+          continue;
+        }
+        if (batch.num_tokens() > 0 && batch.num_tokens() + r.num_tokens > rc.max_tokens_per_step) break;
+        StepSample ss{&r, s, batch.num_tokens(), {}, {}};
+        data.read(r, ss.ids, ss.mask);
+        batch.add_sequence(ss.ids.data(), static_cast<int64_t>(ss.ids.size()));
+        step.push_back(std::move(ss));
         ++sample_pos;
-        continue;
       }
-      if (batch.num_tokens() > 0 && batch.num_tokens() + r.num_tokens > rc.max_tokens_per_step) break;
-      StepSample ss{&r, s, batch.num_tokens(), {}, {}};
-      data.read(r, ss.ids, ss.mask);
-      batch.add_sequence(ss.ids.data(), static_cast<int64_t>(ss.ids.size()));
-      step.push_back(std::move(ss));
-      ++sample_pos;
+      if (fault.armed && fault.rank == grid.world_rank())
+        for (const StepSample& ss : step)
+          E3_REQUIRE(ss.record->index != fault.sample, ErrorKind::Internal,
+                     "injected failure before the step holding sample {} (E3_FAIL_AT_SAMPLE)", fault.sample);
+      if (writer) {
+        writer->acquire(slot);
+        if (auto e = writer->error()) std::rethrow_exception(e);
+      }
+    } catch (...) {
+      pending = std::current_exception();
     }
-    if (step.empty()) break;
-    if (fault.armed && fault.rank == grid.world_rank())
-      for (const StepSample& ss : step)
-        E3_REQUIRE(ss.record->index != fault.sample, ErrorKind::Internal,
-                   "injected failure before the step holding sample {} (E3_FAIL_AT_SAMPLE)", fault.sample);
-
-    const int slot = static_cast<int>(step_index % kSlots);
-    watchdog.step_begin(step_index++);
-    const int64_t step_samples = static_cast<int64_t>(step.size()), step_tokens = batch.num_tokens();
-    if (writer) {
-      writer->acquire(slot);
-      capture->begin_step(slot, batch.num_tokens());
+    const StepAgreement agreed = agree_on_step(grid, pending, done_samples, done_tokens);
+    if (agreed.failed_rank >= 0) {
+      if (writer) {  // commit what is complete before leaving
+        try {
+          writer->finish(false);
+        } catch (...) {
+        }
+      }
+      if (agreed.failed_rank == grid.world_rank()) {
+        try {
+          std::rethrow_exception(pending);
+        } catch (Error& e) {
+          e.set_agreed();
+          throw;
+        } catch (const std::exception& e) {
+          Error err(ErrorKind::Internal, e.what(), __FILE__, __LINE__);
+          err.set_agreed();
+          throw err;
+        }
+      }
+      throw parallel::PeerFailed{agreed.failed_rank, agreed.code};
     }
-    model->forward(batch, capture.get());
-    if (writer) {
-      capture->audit(grid.world_rank());
-      writer->submit(slot, capture->finish_step(), std::move(step));
-    } else {
-      backend->synchronize();  // a rank without a writer keeps at most one step in flight
+    progress.update(agreed.samples_by_group, agreed.tokens_by_group);
+    if (agreed.stop_signal) {
+      stopped_by = agreed.stop_signal;
+      break;
+    }
+    if (!step.empty()) {
+      const int64_t step_samples = static_cast<int64_t>(step.size()), step_tokens = batch.num_tokens();
+      if (writer) capture->begin_step(slot, batch.num_tokens());
+      model->forward(batch, capture.get());
+      if (writer) {
+        capture->audit(grid.world_rank());
+        writer->submit(slot, capture->finish_step(), std::move(step));
+      } else {
+        backend->synchronize();  // a rank without a writer keeps at most one step in flight
+      }
+      done_samples += step_samples;
+      done_tokens += step_tokens;
     }
     watchdog.step_end();
-    progress.step(step_samples, step_tokens);
   }
-  if (writer) {
-    watchdog.step_begin(step_index);  // the last writes still wait on the device
-    writer->finish();
+  // The last writes: failures here are agreed like those of a step.
+  {
+    watchdog.step_begin(total_steps);
+    std::exception_ptr pending;
+    try {
+      if (writer) writer->finish(stopped_by == 0);
+    } catch (...) {
+      pending = std::current_exception();
+    }
+    const StepAgreement agreed = agree_on_step(grid, pending, done_samples, done_tokens);
     watchdog.step_end();
+    if (agreed.failed_rank >= 0) {
+      if (agreed.failed_rank == grid.world_rank()) {
+        try {
+          std::rethrow_exception(pending);
+        } catch (Error& e) {
+          e.set_agreed();
+          throw;
+        }
+      }
+      throw parallel::PeerFailed{agreed.failed_rank, agreed.code};
+    }
+    progress.update(agreed.samples_by_group, agreed.tokens_by_group);
   }
+  progress.finish();
   const std::vector<io::CommittedShard> committed_now = committer ? committer->committed() : std::vector<io::CommittedShard>{};
   progress.finish();
 
@@ -335,12 +439,18 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
     for (auto& [idx, s] : all) manifest.shards.push_back(s);
     manifest.complete = static_cast<int64_t>(all.size()) == manifest.num_shards;
     io::write_manifest(rc.out_dir, manifest);
+    if (stopped_by)
+      spdlog::warn("stopped by signal {} after the current step: what was complete is committed; rerun the same "
+                   "command to resume (exit code {})",
+                   stopped_by, exit_code(ErrorKind::Resumable));
     const double secs = std::chrono::duration<double>(Clock::now() - t_start).count();
-    spdlog::info("done: {} samples computed now, {} done before, {} skipped; {} shards in {} ({}); {:.1f} s",
-                 plan.samples_pending, plan.samples_committed, data.num_skipped(), manifest.shards.size(),
-                 rc.out_dir.string(), manifest.complete ? "complete" : "INCOMPLETE", secs);
+    int64_t computed = 0;
+    for (const auto& s : gathered) computed += static_cast<int64_t>(s.samples.size());
+    spdlog::info("done: {} samples computed now, {} done before, {} skipped; {} shards in {} ({}); {:.1f} s", computed,
+                 plan.samples_committed, data.num_skipped(), manifest.shards.size(), rc.out_dir.string(),
+                 manifest.complete ? "complete" : "INCOMPLETE", secs);
   }
-  return 0;
+  return stopped_by ? exit_code(ErrorKind::Resumable) : 0;
 }
 
 }  // namespace e3::jobs

@@ -92,8 +92,9 @@ void ShardCommitter::write(const std::vector<StepSample>& samples, const model::
   }
 }
 
-void ShardCommitter::finish() {
-  commit_through(todo_.size());
+void ShardCommitter::finish(bool all_written) {
+  if (all_written) commit_through(todo_.size());
+  writer_.reset();  // a partial shard: its temporary file is removed
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [&] { return (to_publish_.empty() && !publishing_) || error_; });
   if (error_) std::rethrow_exception(error_);
@@ -119,7 +120,11 @@ void AsyncStepWriter::rethrow_locked() {
 void AsyncStepWriter::acquire(int slot) {
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [&] { return !busy_[static_cast<size_t>(slot)] || error_; });
-  rethrow_locked();
+}
+
+std::exception_ptr AsyncStepWriter::error() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
 }
 
 void AsyncStepWriter::submit(int slot, uint64_t ticket, std::vector<StepSample> samples) {
@@ -132,12 +137,12 @@ void AsyncStepWriter::submit(int slot, uint64_t ticket, std::vector<StepSample> 
   cv_.notify_all();
 }
 
-void AsyncStepWriter::finish() {
+void AsyncStepWriter::finish(bool all_written) {
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [&] { return (queue_.empty() && std::none_of(busy_.begin(), busy_.end(), [](bool b) { return b; })) || error_; });
   rethrow_locked();
   lock.unlock();
-  committer_.finish();
+  committer_.finish(all_written);
 }
 
 void AsyncStepWriter::run() {

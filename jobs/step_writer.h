@@ -38,8 +38,10 @@ class ShardCommitter {
                  OnCommit on_commit);
   ~ShardCommitter();
   void write(const std::vector<StepSample>& samples, const model::StagedCapture& capture, int slot);
-  // Commits every shard not committed yet (empty ones included) and waits for them.
-  void finish();
+  // Waits for the commits under way. With `all_written` (the plan ran to its end) the
+  // remaining shards, which hold only skipped samples by then, are committed too; without
+  // (a stop or a failure) a partly written shard is dropped, to be redone on resume.
+  void finish(bool all_written);
   const std::vector<io::CommittedShard>& committed() const { return committed_; }
 
  private:
@@ -70,11 +72,13 @@ class AsyncStepWriter {
   AsyncStepWriter(const AsyncStepWriter&) = delete;
   AsyncStepWriter& operator=(const AsyncStepWriter&) = delete;
 
-  // Blocks until the writer is done with `slot`; rethrows a writer error.
+  // Blocks until the writer is done with `slot` (or has failed).
   void acquire(int slot);
+  // The writer's failure, if any (it stops writing after one).
+  std::exception_ptr error();
   void submit(int slot, uint64_t ticket, std::vector<StepSample> samples);
-  // Waits for everything submitted, commits the last shards; rethrows a writer error.
-  void finish();
+  // Waits for everything submitted, then ShardCommitter::finish; rethrows a writer error.
+  void finish(bool all_written);
 
  private:
   struct Job {

@@ -118,7 +118,7 @@ TEST(PlanShards, EmptyInputPlansNothing) {
   EXPECT_TRUE(plan.pending_for(0).empty());
 }
 
-TEST(PlanDp, ShardsGoRoundRobin) {
+TEST(PlanDp, ShardsBalanceTokens) {
   e3::test::TempDir dir;
   const WorkPlan plan = e3::jobs::make_plan(open_dataset(dir), 2, 3, {});
   ASSERT_EQ(plan.shards.size(), 4u);
@@ -141,20 +141,50 @@ TEST(PlanResume, CommittedShardsAreExcluded) {
   const Dataset data = open_dataset(dir);
   const WorkPlan fresh = e3::jobs::make_plan(data, 3, 2, {});
   const WorkPlan plan = e3::jobs::make_plan(data, 3, 2, {0});
-  // Same shards and assignment as a fresh plan; only the committed flag and totals differ.
+  // Same shards as a fresh plan; the pending ones are balanced again (5 and 2 tokens).
   ASSERT_EQ(plan.shards.size(), fresh.shards.size());
   for (size_t i = 0; i < plan.shards.size(); ++i) {
     EXPECT_EQ(plan.shards[i].first_sample, fresh.shards[i].first_sample);
     EXPECT_EQ(plan.shards[i].end_sample, fresh.shards[i].end_sample);
-    EXPECT_EQ(plan.shards[i].dp_group, fresh.shards[i].dp_group);
     EXPECT_EQ(plan.shards[i].committed, i == 0);
   }
   EXPECT_EQ(indices(fresh.pending_for(0)), (std::vector<int64_t>{0, 2}));
-  EXPECT_EQ(indices(plan.pending_for(0)), std::vector<int64_t>{2});
-  EXPECT_EQ(indices(plan.pending_for(1)), std::vector<int64_t>{1});
+  EXPECT_EQ(indices(plan.pending_for(0)), std::vector<int64_t>{1});
+  EXPECT_EQ(indices(plan.pending_for(1)), std::vector<int64_t>{2});
   EXPECT_EQ(plan.samples_committed, 2);
   EXPECT_EQ(plan.samples_pending, 3);
   EXPECT_EQ(plan.tokens_pending, 5 + 2);
+}
+
+TEST(PlanDp, HeavyShardsSpreadByTokensNotCount) {
+  // Shards of 9, 1, 1, 1 tokens over 2 groups: token balance gives {0} and {1, 2, 3}.
+  e3::test::TempDir dir;
+  const WorkPlan plan = e3::jobs::make_plan(open_dataset(dir, OnLong::Skip, {4, 4, 1, 1, 1}), 2, 2, {});
+  ASSERT_EQ(plan.shards.size(), 3u);
+  EXPECT_EQ(indices(plan.pending_for(0)), std::vector<int64_t>{0});
+  EXPECT_EQ(indices(plan.pending_for(1)), (std::vector<int64_t>{1, 2}));
+}
+
+TEST(PlanParts, PartsTakeDisjointShardsCoveringAll) {
+  e3::test::TempDir dir;
+  const Dataset data = open_dataset(dir);
+  std::set<int64_t> seen;
+  for (int i = 0; i < 3; ++i) {
+    const WorkPlan plan = e3::jobs::make_plan(data, 1, 2, {}, {i, 3});
+    for (const ShardPlan& s : plan.shards) {
+      EXPECT_EQ(s.index % 3, i);
+      EXPECT_TRUE(seen.insert(s.index).second) << "shard " << s.index << " in two parts";
+    }
+  }
+  EXPECT_EQ(seen.size(), 7u);
+}
+
+TEST(PlanSteps, StepsPerGroupFollowTheBudget) {
+  e3::test::TempDir dir;
+  const Dataset data = open_dataset(dir);  // kept tokens 2, 3, 1, 4, 2
+  const WorkPlan plan = e3::jobs::make_plan(data, 100, 1, {});
+  EXPECT_EQ(e3::jobs::steps_per_group(plan, data, 1, 4), (std::vector<int64_t>{4}));  // [2] [3,1] [4] [2]
+  EXPECT_EQ(e3::jobs::steps_per_group(plan, data, 1, 100), (std::vector<int64_t>{1}));
 }
 
 TEST(PlanResume, EverythingCommittedLeavesNoWork) {

@@ -4,19 +4,22 @@ source "$(dirname "$0")/lib.sh"
 model="$E3_GOLDEN_DIR/tiny_llama_default"
 work=$(fresh_dir fault)
 LOG="$work/fault.log"
-# 2 DP groups of 2; group 1 holds samples 2, 3 | 6, 7 and runs them as steps [2] [3] [6, 7]:
-# shard 1 is committed, then rank 3 fails before the step with sample 6.
+# 2 DP groups of 2, shards balanced by tokens: group 0 holds shards 0, 2, 3 (samples 0, 1, 4-7),
+# group 1 shard 1 (samples 2, 3) as steps [2] [3]. Rank 3 (group 1) fails before the step with
+# sample 3; all ranks agree on it at that step's start, and shard 0, already complete, is kept.
 args=(--model "$model" --data "$model/input.jsonl" --out "$work/out" --tp 2 --samples-per-shard 2
       --max-tokens-per-step 128 --max-seq-len 128)
-export E3_FAIL_AT_SAMPLE=6 E3_FAIL_ON_RANK=3
+export E3_FAIL_AT_SAMPLE=3 E3_FAIL_ON_RANK=3
 start=$(date +%s)
 run 4 "${args[@]}"
 elapsed=$(( $(date +%s) - start ))
 unset E3_FAIL_AT_SAMPLE E3_FAIL_ON_RANK
 [ "$RC" -ne 0 ] || fail "the job succeeded despite the injected failure"
-grep -q "\[r3/4 tp1 dp1\] critical: rank 3: internal error: injected failure before the step holding sample 6" "$LOG" ||
+grep -q "\[r3/4 tp1 dp1\] critical: rank 3: internal error: injected failure before the step holding sample 3" "$LOG" ||
   { cat "$LOG"; fail "no critical line from rank 3"; }
-[ -e "$work/out/shard-000001.h5" ] || fail "shard 1, complete before the failure, was not committed"
+[ "$(grep -c critical "$LOG")" -eq 1 ] || { cat "$LOG"; fail "more than the one root-cause line"; }
+[ "$RC" -eq 1 ] || { cat "$LOG"; fail "exit code $RC, expected 1 (the failing rank's)"; }
+[ -e "$work/out/shard-000000.h5" ] || fail "shard 0, complete before the failure, was not committed"
 [ "$elapsed" -lt 30 ] || fail "the job took $elapsed s to end"
 # A rerun keeps what was committed and completes the rest.
 LOG="$work/rerun.log"

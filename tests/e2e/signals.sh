@@ -1,0 +1,57 @@
+# A stop signal on one rank (Slurm's time-limit warning) ends the whole job after the current
+# step with the resumable exit code 75; kill -9 of a rank ends the job; in both cases a rerun
+# completes the dataset, each sample exactly once, with the values of an uninterrupted run.
+source "$(dirname "$0")/lib.sh"
+model="$E3_GOLDEN_DIR/tiny_llama_default"
+work=$(fresh_dir signals)
+# 1200 samples of 40-79 tokens, one to three per step: hundreds of steps.
+for i in $(seq 0 1199); do
+  n=$((40 + i % 40))
+  printf '{"id": "q%d", "input_ids": [%s]}\n' "$i" "$(seq -s, $((i % 97 + 3)) $((i % 97 + 2 + n)))"
+done > "$work/data.jsonl"
+args=(--model "$model" --data "$work/data.jsonl" --tp 2 --samples-per-shard 50 --max-tokens-per-step 160
+      --max-seq-len 160 --layers 1,4,7 --dtype fp32 --log-level info --progress-interval 1)
+
+LOG="$work/reference.log"
+run 4 "${args[@]}" --out "$work/reference"
+[ "$RC" -eq 0 ] || { cat "$LOG"; fail "reference run exited $RC"; }
+
+interrupt() {  # interrupt NAME SIGNAL: start a run, signal one rank once it computes, wait
+  local name=$1 sig=$2
+  LOG="$work/$name.log"
+  set +e
+  $E3_MPIRUN -np 4 "$E3_BIN" "${args[@]}" --out "$work/$name" > "$LOG" 2>&1 &
+  local launcher=$!
+  for _ in $(seq 1 100); do grep -q "progress:" "$LOG" 2> /dev/null && break; sleep 0.1; done
+  local victim
+  victim=$(pgrep -f "eagle3_extract.*$work/$name" | tail -1)
+  [ -n "$victim" ] && kill "-$sig" "$victim"
+  wait "$launcher"
+  RC=$?
+  set -e
+}
+resume_and_compare() {  # resume_and_compare NAME
+  LOG="$work/$1.rerun.log"
+  run 4 "${args[@]}" --out "$work/$1"
+  [ "$RC" -eq 0 ] || { cat "$LOG"; fail "rerun after $1 exited $RC"; }
+  grep -qE "done: [0-9]+ samples computed now, [1-9][0-9]* done before" "$LOG" || { cat "$LOG"; fail "$1: nothing was kept"; }
+  "$E3_BIN" verify "$work/$1" > /dev/null || fail "$1: verify after the rerun"
+  for f in "$work"/reference/shard-*.h5; do
+    h5diff "$f" "$work/$1/$(basename "$f")" /samples /samples > /dev/null || fail "$1: $(basename "$f") differs from the reference"
+  done
+}
+
+interrupt usr1 USR1
+[ "$RC" -eq 75 ] || { cat "$LOG"; fail "SIGUSR1: exit code $RC, expected 75"; }
+grep -q "stopped by signal 10" "$LOG" || { cat "$LOG"; fail "no stop message"; }
+"$E3_BIN" verify "$work/usr1" > /dev/null || fail "verify after the stop"
+resume_and_compare usr1
+
+interrupt term TERM
+[ "$RC" -eq 75 ] || { cat "$LOG"; fail "SIGTERM: exit code $RC, expected 75"; }
+resume_and_compare term
+
+interrupt kill9 KILL
+[ "$RC" -ne 0 ] || fail "the job survived kill -9 of a rank"
+for f in "$work"/kill9/shard-*.h5; do [ -e "$f" ] || continue; "$E3_BIN" verify "$work/kill9" > /dev/null 2>&1 || true; done
+resume_and_compare kill9

@@ -22,7 +22,9 @@ interrupt() {  # interrupt NAME SIGNAL: start a run, signal one rank once it com
   set +e
   $E3_MPIRUN -np 4 "$E3_BIN" "${args[@]}" --out "$work/$name" > "$LOG" 2>&1 &
   local launcher=$!
-  for _ in $(seq 1 100); do grep -q "progress:" "$LOG" 2> /dev/null && break; sleep 0.1; done
+  # Signal only once a shard has been published, so that "something was kept" is a fair
+  # assertion however slowly a loaded machine starts the ranks.
+  for _ in $(seq 1 600); do compgen -G "$work/$name/shard-*.h5" > /dev/null && break; sleep 0.1; done
   local victim
   victim=$(pgrep -f "eagle3_extract.*$work/$name" | tail -1)
   [ -n "$victim" ] && kill "-$sig" "$victim"

@@ -1,12 +1,17 @@
 #include "app/cli.h"
 
+#include <cstdlib>
+
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "io/dataset.h"
+#include "jobs/part.h"
 #include "kernels/error.h"
 #include "model/capture.h"
 
 namespace e3::app {
+
 
 Request parse_command_line(int argc, char** argv) {
   Request req;
@@ -17,7 +22,8 @@ Request parse_command_line(int argc, char** argv) {
       "With no --model it runs the tiny checkpoint kept in the repository, writing ./eagle3_out."};
   app.set_help_all_flag("--help-all", "Show help for the subcommands too");
 
-  std::string model, data, out = "eagle3_out", final_mode = "post-norm", dtype = "bf16", on_long = "skip";
+  std::string model, data, out = "eagle3_out", final_mode = "post-norm", dtype = "bf16", on_long = "skip",
+              on_nonfinite = "error";
   std::vector<int> layers;
   app.add_option("--model", model, "HuggingFace checkpoint directory (config.json + *.safetensors)");
   app.add_option("--data", data, "JSONL input: {\"id\": str, \"input_ids\": [int], \"loss_mask\": [0|1]} per line");
@@ -39,6 +45,10 @@ Request parse_command_line(int argc, char** argv) {
   app.add_option("--dtype", dtype, "storage dtype of hidden states: bf16 | fp16 | fp32")->capture_default_str();
   app.add_option("--max-seq-len", rc.max_seq_len, "longest sample; longer ones follow --on-long")->capture_default_str();
   app.add_option("--on-long", on_long, "samples over --max-seq-len: skip | truncate | error")->capture_default_str();
+  app.add_option("--on-nonfinite", on_nonfinite,
+                 "a sample whose captured states hold NaN/Inf: error (stop the job, naming it) | skip (leave it out, "
+                 "list it in its shard and the manifest, count it)")
+      ->capture_default_str();
   app.add_option("--max-tokens-per-step", rc.max_tokens_per_step,
                  "token budget of one packed forward step (at least --max-seq-len)")
       ->capture_default_str();
@@ -47,6 +57,13 @@ Request parse_command_line(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--threads", rc.threads, "CPU backend threads per rank; default: cores on the node / ranks on it");
   app.add_option("--progress-interval", rc.progress_interval_s, "seconds between progress lines")->capture_default_str();
+  bool no_space_check = false;
+  app.add_flag("--no-space-check", no_space_check,
+               "start even when the file system of --out has less free space than the estimated output");
+  std::string part;
+  app.add_option("--part", part,
+                 "I/P: compute only shards whose index % P == I (0 <= I < P), so that P jobs can share one --out; "
+                 "'slurm' takes I and P from the Slurm array task (SLURM_ARRAY_TASK_ID, _MIN, _STEP, _COUNT)");
 
   auto* verify = app.add_subcommand("verify", "check an output directory; non-zero exit naming the first problem");
   std::string verify_dir;
@@ -119,12 +136,21 @@ Request parse_command_line(int argc, char** argv) {
   rc.final_mode = model::parse_final_mode(final_mode);
   rc.dtype = kernels::parse_storage_dtype(dtype);
   rc.on_long = io::parse_on_long(on_long);
+  rc.on_nonfinite = jobs::parse_on_nonfinite(on_nonfinite);
   E3_REQUIRE(rc.tp >= 0, ErrorKind::Usage, "--tp must be positive");
   E3_REQUIRE(rc.max_seq_len > 0, ErrorKind::Usage, "--max-seq-len must be positive");
   E3_REQUIRE(rc.max_tokens_per_step > 0, ErrorKind::Usage, "--max-tokens-per-step must be positive");
   E3_REQUIRE(rc.samples_per_shard > 0, ErrorKind::Usage, "--samples-per-shard must be positive");
   E3_REQUIRE(rc.progress_interval_s > 0, ErrorKind::Usage, "--progress-interval must be positive");
   E3_REQUIRE(rc.collective_timeout_s > 0, ErrorKind::Usage, "--collective-timeout must be positive");
+  rc.space_check = !no_space_check;
+  if (!part.empty()) {
+    rc.part = jobs::parse_part(part, [](const char* name) -> std::optional<std::string> {
+      const char* v = std::getenv(name);
+      return v ? std::optional<std::string>(v) : std::nullopt;
+    });
+    rc.part_given = true;
+  }
   return req;
 }
 

@@ -49,9 +49,16 @@ int run(int argc, char** argv, const e3::parallel::MpiEnv& mpi) {
       return 0;
     }
     const e3::io::VerifyReport r = e3::io::verify_output(req.verify_dir);
-    spdlog::info("verify {}: ok: {} shards, {} samples, {} tokens, {} skipped, {} of {} input samples accounted for{}",
-                 req.verify_dir.string(), r.shards, r.samples, r.tokens, r.skipped, r.samples + r.skipped,
-                 r.num_samples, r.complete ? "" : " (run not complete)");
+    const std::string parts =
+        r.part_count == 1 ? "" : fmt::format(", {} of {} parts present", r.parts, r.part_count);
+    const std::string unlisted =
+        r.unlisted == 0 ? ""
+                        : fmt::format(", {} of them committed after the last manifest update (a rerun lists them)",
+                                      r.unlisted);
+    spdlog::info("verify {}: ok: {} shards{}, {} samples, {} tokens, {} skipped, {} of {} input samples accounted "
+                 "for{}{}",
+                 req.verify_dir.string(), r.shards, unlisted, r.samples, r.tokens, r.skipped, r.samples + r.skipped,
+                 r.num_samples, parts, r.complete ? "" : " (run not complete)");
     return 0;
   }
 

@@ -38,7 +38,23 @@ std::string hdf5_error_text() {
   std::string text;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collect, &text);
   if (text.empty()) text = "HDF5 error";
+  std::replace(text.begin(), text.end(), '\n', ' ');  // ctime() in its write errors ends a line
+  // The two failures an HPC user meets most, with what to do about them.
+  if (text.find("No space left") != std::string::npos || text.find("errno = 28") != std::string::npos)
+    text += std::string(" ") + kDiskFullHint;
+  else if (text.find("lock") != std::string::npos)
+    text += " [this file system does not support file locking: export HDF5_USE_FILE_LOCKING=FALSE (with mpirun -x "
+            "HDF5_USE_FILE_LOCKING, or in the sbatch script)]";
   return text;
+}
+
+H5Id file_access_list() {
+  H5Id fapl(E3_H5(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"), H5Pclose);
+  // Each shard is written by one process under a private name and renamed when whole, so
+  // HDF5's advisory lock guards nothing here; where the file system cannot lock (some NFS and
+  // Lustre mounts) go on without it rather than fail.
+  E3_H5(H5Pset_file_locking(fapl.get(), true, true), "H5Pset_file_locking");
+  return fapl;
 }
 
 void silence_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }

@@ -16,6 +16,10 @@
 
 namespace e3::io {
 
+// Appended to every out-of-space error.
+inline constexpr const char* kDiskFullHint =
+    "[the file system is full: free space or use another --out; committed shards are kept, rerun to resume]";
+
 // The innermost messages of HDF5's current error stack, joined.
 std::string hdf5_error_text();
 // Stops HDF5 from printing its error stack to stderr (we report it ourselves).
@@ -52,6 +56,9 @@ class H5Id {
   hid_t id_ = H5I_INVALID_HID;
   Closer closer_ = nullptr;
 };
+
+// File access properties for every file we open: locking used where the file system offers it.
+H5Id file_access_list();
 
 // The file type for a storage dtype. bf16 is a custom 16-bit float: sign bit 15, exponent
 // bits 7..14 (bias 127), mantissa bits 0..6; HDF5 converts it to and from native float.

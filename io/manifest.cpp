@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -57,20 +58,58 @@ std::vector<std::string> RunFingerprint::differences(const RunFingerprint& cur) 
 
 std::string RunFingerprint::digest() const { return Fnv1a().update(fingerprint_json(*this).dump()).hex(); }
 
+std::string manifest_name(const Part& part) {
+  if (part.count == 1) return kManifestName;
+  return fmt::format("manifest.part-{:04d}-of-{:04d}.json", part.index, part.count);
+}
+
+std::vector<std::filesystem::path> list_manifests(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool single = name == kManifestName;
+    const bool part = name.rfind("manifest.part-", 0) == 0 && entry.path().extension() == ".json";
+    if (single || part) out.push_back(entry.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+namespace {
+
+json skipped_json(const std::vector<SkippedSample>& list) {
+  json out = json::array();
+  for (const SkippedSample& s : list) out.push_back(json{{"index", s.index}, {"line", s.line}, {"reason", s.reason}});
+  return out;
+}
+
+std::vector<SkippedSample> skipped_from_json(const json& list, const std::string& where) {
+  std::vector<SkippedSample> out;
+  for (const json& s : list)
+    out.push_back({field<int64_t>(s, "index", where), field<int64_t>(s, "line", where),
+                   field<std::string>(s, "reason", where)});
+  return out;
+}
+
+}  // namespace
+
 json to_json(const Manifest& m) {
   json shards = json::array();
-  for (const CommittedShard& s : m.shards)
-    shards.push_back(json{{"file", s.file},
-                          {"shard_index", s.shard_index},
-                          {"samples", s.samples},
-                          {"num_samples", s.samples.size()},
-                          {"num_tokens", s.num_tokens},
-                          {"bytes", s.bytes}});
-  json skipped = json::array();
-  for (const SkippedSample& s : m.skipped)
-    skipped.push_back(json{{"index", s.index}, {"line", s.line}, {"reason", s.reason}});
+  for (const CommittedShard& s : m.shards) {
+    json j{{"file", s.file},
+           {"shard_index", s.shard_index},
+           {"samples", s.samples},
+           {"num_samples", s.samples.size()},
+           {"num_tokens", s.num_tokens},
+           {"bytes", s.bytes}};
+    if (!s.skipped.empty()) j["skipped"] = skipped_json(s.skipped);
+    shards.push_back(std::move(j));
+  }
   return json{{"format", kManifestFormat},
               {"format_version", 1},
+              {"part_index", m.part.index},
+              {"part_count", m.part.count},
               {"fingerprint", fingerprint_json(m.fingerprint)},
               {"run_fingerprint", m.fingerprint.digest()},
               {"model_path", m.model_path},
@@ -80,7 +119,7 @@ json to_json(const Manifest& m) {
               {"num_shards", m.num_shards},
               {"complete", m.complete},
               {"shards", shards},
-              {"skipped", skipped}};
+              {"skipped", skipped_json(m.skipped)}};
 }
 
 Manifest manifest_from_json(const json& j, const std::string& where) {
@@ -96,6 +135,10 @@ Manifest manifest_from_json(const json& j, const std::string& where) {
   m.fingerprint.on_long = field<std::string>(f, "on_long", where);
   m.fingerprint.samples_per_shard = field<int64_t>(f, "samples_per_shard", where);
   m.fingerprint.tool_version = field<std::string>(f, "tool_version", where);
+  m.part.index = j.value("part_index", 0);
+  m.part.count = j.value("part_count", 1);
+  E3_REQUIRE(m.part.count >= 1 && m.part.index >= 0 && m.part.index < m.part.count, ErrorKind::Output,
+             "{}: bad part {}/{}", where, m.part.index, m.part.count);
   m.model_path = field<std::string>(j, "model_path", where);
   m.data_path = field<std::string>(j, "data_path", where);
   m.data_fingerprint = field<std::string>(j, "data_fingerprint", where);
@@ -109,17 +152,16 @@ Manifest manifest_from_json(const json& j, const std::string& where) {
     c.samples = field<std::vector<int64_t>>(s, "samples", where);
     c.num_tokens = field<int64_t>(s, "num_tokens", where);
     c.bytes = field<uint64_t>(s, "bytes", where);
+    if (s.contains("skipped")) c.skipped = skipped_from_json(s.at("skipped"), where);
     m.shards.push_back(std::move(c));
   }
-  for (const json& s : field<json>(j, "skipped", where))
-    m.skipped.push_back({field<int64_t>(s, "index", where), field<int64_t>(s, "line", where),
-                         field<std::string>(s, "reason", where)});
+  m.skipped = skipped_from_json(field<json>(j, "skipped", where), where);
   return m;
 }
 
 void write_manifest(const std::filesystem::path& dir, const Manifest& m) {
-  const auto final_path = dir / kManifestName;
-  const auto temp_path = dir / fmt::format("{}.tmp.{}", kManifestName, ::getpid());
+  const auto final_path = dir / manifest_name(m.part);
+  const auto temp_path = dir / fmt::format("{}.tmp.{}", manifest_name(m.part), ::getpid());
   {
     std::ofstream out(temp_path, std::ios::trunc);
     E3_REQUIRE(out.good(), ErrorKind::Output, "cannot write {}", temp_path.string());
@@ -134,9 +176,16 @@ void write_manifest(const std::filesystem::path& dir, const Manifest& m) {
   fsync_path(dir, true);
 }
 
-std::optional<Manifest> read_manifest(const std::filesystem::path& dir) {
-  const auto path = dir / kManifestName;
+std::optional<Manifest> read_manifest(const std::filesystem::path& dir, const Part& part) {
+  const auto path = dir / manifest_name(part);
   if (!std::filesystem::exists(path)) return std::nullopt;
+  Manifest m = read_manifest_file(path);
+  E3_REQUIRE(m.part == part, ErrorKind::Output, "{}: says it is part {}/{}", path.string(), m.part.index,
+             m.part.count);
+  return m;
+}
+
+Manifest read_manifest_file(const std::filesystem::path& path) {
   std::ifstream in(path);
   E3_REQUIRE(in.good(), ErrorKind::Output, "cannot read {}", path.string());
   std::stringstream text;

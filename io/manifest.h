@@ -30,31 +30,43 @@ struct RunFingerprint {
   std::string digest() const;
 };
 
-struct SkippedSample {
-  int64_t index = 0;
-  int64_t line = 0;
-  std::string reason;
+// One job's slice of the dataset when several jobs write into one directory (--part I/P):
+// the shards whose index % count == index. Each part keeps its own manifest.
+struct Part {
+  int index = 0;
+  int count = 1;
+  bool owns(int64_t shard_index) const { return shard_index % count == index; }
+  bool operator==(const Part&) const = default;
 };
 
 struct Manifest {
   RunFingerprint fingerprint;
+  Part part;
   std::string model_path;
   std::string data_path;
   std::string data_fingerprint;  // token counts per sample
   int64_t num_samples = 0;       // samples in the input
-  int64_t num_shards = 0;        // shards the plan has in all
-  bool complete = false;
+  int64_t num_shards = 0;        // shards of this part
+  bool complete = false;         // every shard of this part is committed
   std::vector<CommittedShard> shards;
-  std::vector<SkippedSample> skipped;
+  std::vector<SkippedSample> skipped;  // this part's samples that are not stored, with reasons
 };
 
 inline constexpr const char* kManifestName = "manifest.json";
 inline constexpr const char* kManifestFormat = "eagle3-hidden-states-manifest";
 
+// "manifest.json" for a single job, "manifest.part-0003-of-0008.json" for part 3 of 8.
+std::string manifest_name(const Part& part);
+// The manifests in a directory (of one job or of several parts), in name order.
+std::vector<std::filesystem::path> list_manifests(const std::filesystem::path& dir);
+
 nlohmann::json to_json(const Manifest& m);
 Manifest manifest_from_json(const nlohmann::json& j, const std::string& where);
+// Atomically replaces the manifest of m.part.
 void write_manifest(const std::filesystem::path& dir, const Manifest& m);
-// nullopt when the directory has no manifest; throws an output error when it is unreadable.
-std::optional<Manifest> read_manifest(const std::filesystem::path& dir);
+// nullopt when the directory has no manifest for `part`; throws an output error when it is
+// unreadable.
+std::optional<Manifest> read_manifest(const std::filesystem::path& dir, const Part& part = {});
+Manifest read_manifest_file(const std::filesystem::path& path);
 
 }  // namespace e3::io

@@ -3,13 +3,11 @@
 #include "io/shard_writer.h"
 
 namespace e3::io {
-namespace {
-
-}  // namespace
 
 InspectedShard inspect_shard(const std::filesystem::path& path) {
   const std::string where = path.string();
-  H5Id file(E3_H5(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "opening {}", where), H5Fclose);
+  const H5Id fapl = file_access_list();  // kept open: closing it would clear the error stack
+  H5Id file(E3_H5(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), "opening {}", where), H5Fclose);
   InspectedShard out;
   E3_REQUIRE(read_attr_string(file.get(), "format") == std::string(kFormatName), ErrorKind::Output,
              "{}: not an eagle3_extract shard", where);
@@ -27,6 +25,14 @@ InspectedShard inspect_shard(const std::filesystem::path& path) {
     E3_REQUIRE(tokens.has_value(), ErrorKind::Output, "{}: sample {} has no num_tokens", where, n);
     out.record.samples.push_back(std::stoll(n));
     out.record.num_tokens += *tokens;
+  }
+  if (H5Lexists(file.get(), "skipped", H5P_DEFAULT) > 0) {
+    H5Id skipped(E3_H5(H5Gopen2(file.get(), "skipped", H5P_DEFAULT), "{}: opening /skipped", where), H5Gclose);
+    for (const std::string& n : list_links(skipped.get(), where)) {
+      H5Id g(E3_H5(H5Gopen2(skipped.get(), n.c_str(), H5P_DEFAULT), "{}: opening /skipped/{}", where, n), H5Gclose);
+      out.record.skipped.push_back(
+          {std::stoll(n), read_attr_int(g.get(), "line").value_or(0), read_attr_string(g.get(), "reason").value_or("")});
+    }
   }
   file.close();
   out.record.bytes = std::filesystem::file_size(path);

@@ -1,6 +1,8 @@
 #include "io/shard_writer.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -32,7 +34,8 @@ ShardWriter::ShardWriter(const std::filesystem::path& out_dir, int64_t shard_ind
   temp_path_ = out_dir / fmt::format("{}.tmp.{}", shard_file_name(shard_index), ::getpid());
   std::error_code ec;
   std::filesystem::remove(temp_path_, ec);
-  file_ = H5Id(E3_H5(H5Fcreate(temp_path_.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), "creating {}",
+  const H5Id fapl = file_access_list();  // kept open: closing it would clear the error stack
+  file_ = H5Id(E3_H5(H5Fcreate(temp_path_.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()), "creating {}",
                      temp_path_.string()),
                H5Fclose);
   const hid_t f = file_.get();
@@ -53,12 +56,16 @@ ShardWriter::ShardWriter(const std::filesystem::path& out_dir, int64_t shard_ind
   samples_group_ = H5Id(E3_H5(H5Gcreate2(f, "samples", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "creating /samples"),
                         H5Gclose);
   storage_type_ = file_type_for(attrs_.dtype);
+  reserve_fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CLOEXEC);
+  E3_REQUIRE(reserve_fd_ >= 0, ErrorKind::Output, "cannot open {}: {}", temp_path_.string(), std::strerror(errno));
   record_.file = final_path_.filename().string();
   record_.shard_index = shard_index_;
 }
 
 ShardWriter::~ShardWriter() {
+  if (reserve_fd_ >= 0) ::close(reserve_fd_);
   if (committed_) return;
+  skipped_group_ = H5Id();
   samples_group_ = H5Id();
   file_ = H5Id();
   std::error_code ec;
@@ -94,6 +101,55 @@ void ShardWriter::write_sample(int64_t index, const std::string* id, const std::
   write_sample_raw(index, id, input_ids, loss_mask, rows, final_rows ? blocks.back().data() : nullptr);
 }
 
+namespace {
+
+// HDF5 metadata of one sample (groups, dataset headers, attributes) measured about 3 KiB.
+constexpr uint64_t kSampleMetadataBytes = 16 << 10;
+// Beyond the estimates: room for metadata that HDF5 allocates and flushes at close.
+constexpr uint64_t kCloseSlackBytes = 1 << 20;
+
+}  // namespace
+
+void ShardWriter::reserve(uint64_t bytes) {
+  hsize_t size = 0;  // HDF5's end of allocated space so far
+  if (H5Fget_filesize(file_.get(), &size) < 0) size = 0;
+  const uint64_t need_end = static_cast<uint64_t>(size) + bytes + kCloseSlackBytes;
+  if (need_end <= reserved_end_) return;
+  const uint64_t end = need_end + bytes;  // a step ahead, so most samples need no call
+  if (can_reserve_) {
+    const int rc = ::fallocate(reserve_fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(reserved_end_),
+                               static_cast<off_t>(end - reserved_end_));
+    if (rc == 0) {
+      reserved_end_ = end;
+      return;
+    }
+    if (errno != EOPNOTSUPP && errno != ENOSYS) {
+      E3_THROW(ErrorKind::Output,
+               "{}: cannot reserve {:.1f} MiB for the next sample: {} {}", temp_path_.string(),
+               (end - reserved_end_) / 1048576.0, std::strerror(errno), kDiskFullHint);
+    }
+    can_reserve_ = false;
+  }
+  // No fallocate here: check the free space instead (racy against other writers, but close).
+  struct statvfs st {};
+  if (::fstatvfs(reserve_fd_, &st) == 0) {
+    const uint64_t free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+    E3_REQUIRE(free_bytes >= bytes + kCloseSlackBytes, ErrorKind::Output,
+               "{}: {:.1f} MiB free, the next sample needs {:.1f} MiB {}", temp_path_.string(), free_bytes / 1048576.0,
+               (bytes + kCloseSlackBytes) / 1048576.0, kDiskFullHint);
+  }
+}
+
+void ShardWriter::release_reservation() {
+  if (reserve_fd_ < 0) return;
+  struct stat st {};
+  if (reserved_end_ > 0 && ::fstat(reserve_fd_, &st) == 0 && reserved_end_ > static_cast<uint64_t>(st.st_size))
+    ::fallocate(reserve_fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, st.st_size,
+                static_cast<off_t>(reserved_end_ - static_cast<uint64_t>(st.st_size)));  // best effort
+  ::close(reserve_fd_);
+  reserve_fd_ = -1;
+}
+
 void ShardWriter::write_sample_raw(int64_t index, const std::string* id, const std::vector<int32_t>& input_ids,
                                    const std::vector<uint8_t>& loss_mask, const std::vector<const void*>& layers,
                                    const void* final_rows) {
@@ -102,6 +158,7 @@ void ShardWriter::write_sample_raw(int64_t index, const std::string* id, const s
   const auto H = static_cast<hsize_t>(attrs_.hidden_size);
   E3_REQUIRE(loss_mask.size() == input_ids.size() && K == attrs_.layer_ids.size(), ErrorKind::Internal,
              "sample {}: {} ids, {} mask, {} layers", index, input_ids.size(), loss_mask.size(), K);
+  reserve(T * (K + (final_rows ? 1 : 0)) * H * kernels::dtype_size(attrs_.dtype) + T * 5 + kSampleMetadataBytes);
   H5Id group(E3_H5(H5Gcreate2(file_.get(), sample_group_name(index).c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                    "creating group {} in {}", sample_group_name(index), temp_path_.string()),
              H5Gclose);
@@ -125,6 +182,21 @@ void ShardWriter::write_sample_raw(int64_t index, const std::string* id, const s
   record_.num_tokens += static_cast<int64_t>(T);
 }
 
+void ShardWriter::skip_sample(const SkippedSample& skipped) {
+  reserve(kSampleMetadataBytes);
+  if (!skipped_group_)
+    skipped_group_ = H5Id(E3_H5(H5Gcreate2(file_.get(), "skipped", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                                "creating /skipped in {}", temp_path_.string()),
+                          H5Gclose);
+  const std::string name = fmt::format("{:08d}", skipped.index);
+  H5Id group(E3_H5(H5Gcreate2(skipped_group_.get(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                   "creating /skipped/{} in {}", name, temp_path_.string()),
+             H5Gclose);
+  write_attr(group.get(), "reason", skipped.reason);
+  write_attr(group.get(), "line", skipped.line);
+  record_.skipped.push_back(skipped);
+}
+
 CommittedShard ShardWriter::commit() {
   close();
   return publish();
@@ -133,8 +205,10 @@ CommittedShard ShardWriter::commit() {
 void ShardWriter::close() {
   E3_H5(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL), "flushing {}", temp_path_.string());
   storage_type_.close();
+  skipped_group_.close();
   samples_group_.close();
   file_.close();
+  release_reservation();
 }
 
 CommittedShard ShardWriter::publish() {

@@ -35,12 +35,21 @@ std::string shard_file_name(int64_t shard_index);
 // "/samples/00000003"
 std::string sample_group_name(int64_t sample_index);
 
+// A sample of the input that is not stored, and why: longer than --max-seq-len (listed by
+// the manifest) or non-finite states under --on-nonfinite skip (listed by its shard too).
+struct SkippedSample {
+  int64_t index = 0;
+  int64_t line = 0;  // physical line of the JSONL input
+  std::string reason;
+};
+
 struct CommittedShard {
   std::string file;
   int64_t shard_index = 0;
   std::vector<int64_t> samples;
   int64_t num_tokens = 0;
   uint64_t bytes = 0;
+  std::vector<SkippedSample> skipped;  // samples of this shard left out for non-finite states
 };
 
 class ShardWriter {
@@ -59,6 +68,9 @@ class ShardWriter {
   void write_sample_raw(int64_t index, const std::string* id, const std::vector<int32_t>& input_ids,
                         const std::vector<uint8_t>& loss_mask, const std::vector<const void*>& layers,
                         const void* final_rows);
+  // Records a sample of this shard that is left out (/skipped/<index> with its reason), so
+  // that the shard itself says why the sample is missing.
+  void skip_sample(const SkippedSample& skipped);
   // Closes, syncs and renames to the final name. Returns what the manifest records.
   CommittedShard commit();
   // commit() in two halves: close() ends the HDF5 file (on the thread that wrote it);
@@ -68,9 +80,16 @@ class ShardWriter {
   CommittedShard publish();
 
   int64_t shard_index() const { return shard_index_; }
+  // File-system blocks reserved ahead of HDF5's writes (0 where the file system cannot).
+  uint64_t reserved_bytes() const { return reserved_end_; }
   const std::filesystem::path& temp_path() const { return temp_path_; }
 
  private:
+  // Makes sure the next `bytes` that HDF5 appends cannot fail for lack of space. HDF5 1.10
+  // cannot close a file after a failed write (and then crashes at exit), so a full disk must
+  // be met here, with a clean error, and never inside HDF5.
+  void reserve(uint64_t bytes);
+  void release_reservation();
   std::filesystem::path out_dir_;
   std::filesystem::path temp_path_;
   std::filesystem::path final_path_;
@@ -78,10 +97,14 @@ class ShardWriter {
   ShardAttributes attrs_;
   H5Id file_;
   H5Id samples_group_;
+  H5Id skipped_group_;  // created on the first skip_sample
   H5Id storage_type_;
   std::vector<uint8_t> convert_buf_;
   CommittedShard record_;
   bool committed_ = false;
+  int reserve_fd_ = -1;        // the temporary file, for fallocate
+  uint64_t reserved_end_ = 0;  // blocks allocated up to here (beyond the file's size)
+  bool can_reserve_ = true;    // false where the file system has no fallocate
 };
 
 // fsync a file or directory by path; throws an output error naming it.

@@ -45,58 +45,107 @@ void check_finite(hid_t ds, size_t n, const std::string& where, const char* name
     E3_VERIFY(std::isfinite(buf[i]), "{}: {} has a non-finite value ({}) at flat index {}", where, name, buf[i], i);
 }
 
-}  // namespace
-
-VerifyReport verify_output(const std::filesystem::path& dir) {
-  silence_hdf5_errors();
-  E3_VERIFY(std::filesystem::is_directory(dir), "{} is not a directory", dir.string());
-  std::optional<Manifest> manifest;
-  try {
-    manifest = read_manifest(dir);
-  } catch (const Error& e) {
-    E3_THROW(ErrorKind::Verify, "{}", e.what());
+// The checks of one directory, shard by shard, remembering where each sample was seen.
+class Verifier {
+ public:
+  Verifier(std::filesystem::path dir, const Manifest& first) : dir_(std::move(dir)), fp_(first.fingerprint) {
+    if (fp_.dtype == "bf16") want_dtype_ = kernels::DType::BF16;
+    if (fp_.dtype == "fp16") want_dtype_ = kernels::DType::F16;
+    if (fp_.dtype == "fp32") want_dtype_ = kernels::DType::F32;
+    E3_VERIFY(want_dtype_.has_value(), "{}: unknown dtype '{}'", kManifestName, fp_.dtype);
+    want_final_ = fp_.final_mode != "none";
+    K_ = fp_.layer_ids.size();
+    report_.num_samples = first.num_samples;
+    report_.part_count = first.part.count;
+    report_.parts = 0;
   }
-  E3_VERIFY(manifest.has_value(), "{}: no {} (the run did not finish its first commit)", dir.string(), kManifestName);
-  const Manifest& m = *manifest;
-  const RunFingerprint& fp = m.fingerprint;
-  const std::optional<kernels::DType> want_dtype = [&]() -> std::optional<kernels::DType> {
-    if (fp.dtype == "bf16") return kernels::DType::BF16;
-    if (fp.dtype == "fp16") return kernels::DType::F16;
-    if (fp.dtype == "fp32") return kernels::DType::F32;
-    return std::nullopt;
-  }();
-  E3_VERIFY(want_dtype.has_value(), "{}: unknown dtype '{}'", kManifestName, fp.dtype);
-  const bool want_final = fp.final_mode != "none";
-  const hsize_t K = fp.layer_ids.size();
 
-  VerifyReport report;
-  report.num_samples = m.num_samples;
-  report.complete = m.complete;
-  std::map<int64_t, std::string> where_seen;
-  std::set<std::string> listed;
-  std::vector<float> buf;
-  for (const CommittedShard& s : m.shards) {
-    const auto path = dir / s.file;
+  void manifest(const Manifest& m) {
+    const std::string manifest_file = manifest_name(m.part);
+    ++report_.parts;
+    part_complete_[m.part.index] = m.complete;
+    all_complete_ = all_complete_ && m.complete;
+    for (const SkippedSample& sk : m.skipped) note_skipped(sk, manifest_file);
+    for (const CommittedShard& s : m.shards) {
+      E3_VERIFY(m.part.owns(s.shard_index), "{}: lists {}, which belongs to another part", manifest_file, s.file);
+      shard(s);
+    }
+  }
+
+  VerifyReport finish() {
+    for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+      const std::string name = entry.path().filename().string();
+      if (entry.path().extension() != ".h5" || listed_.count(name)) continue;
+      unlisted(entry.path());
+    }
+    for (const auto& [index, where] : skipped_in_) {
+      E3_VERIFY(!where_seen_.count(index), "sample {:08d} is listed as skipped ({}) but is stored in {}", index, where,
+                where_seen_[index]);
+      ++report_.skipped;
+    }
+    report_.complete = all_complete_ && report_.parts == report_.part_count && report_.unlisted == 0;
+    if (report_.complete) {
+      E3_VERIFY(report_.samples + report_.skipped == report_.num_samples,
+                "the manifest says complete, but {} stored + {} skipped != {} input samples", report_.samples,
+                report_.skipped, report_.num_samples);
+      for (int64_t i = 0; i < report_.num_samples; ++i)
+        E3_VERIFY(where_seen_.count(i) || skipped_in_.count(i), "sample {:08d} is neither stored nor listed as skipped",
+                  i);
+    }
+    return report_;
+  }
+
+ private:
+  void note_skipped(const SkippedSample& sk, const std::string& where) {
+    auto [it, fresh] = skipped_in_.emplace(sk.index, where);
+    E3_VERIFY(fresh, "sample {:08d} is listed as skipped twice: in {} and {}", sk.index, it->second, where);
+    E3_VERIFY(sk.index >= 0 && sk.index < report_.num_samples, "{}: skipped sample {} is outside the input", where,
+              sk.index);
+  }
+
+  // A final-named shard that no manifest lists: committed after its job's last manifest
+  // update (a kill, or another DP group's shard before the job's end). A rerun adopts it,
+  // so it must be whole and of this run; in a part whose manifest says complete it is stray.
+  void unlisted(const std::filesystem::path& path) {
     const std::string where = path.string();
-    listed.insert(s.file);
+    InspectedShard found;
+    try {
+      found = inspect_shard(path);
+    } catch (const Error& e) {
+      E3_THROW(ErrorKind::Verify, "{} (a shard file that no manifest lists)", e.what());
+    }
+    const int part = static_cast<int>(found.record.shard_index % report_.part_count);
+    const auto it = part_complete_.find(part);
+    E3_VERIFY(it == part_complete_.end() || !it->second, "{}: a shard file that no manifest lists", where);
+    E3_VERIFY(found.run_fingerprint == fp_.digest(), "{}: not listed, and written by a run with other settings", where);
+    E3_VERIFY(path.filename() == shard_file_name(found.record.shard_index), "{}: its shard_index says it is {}", where,
+              shard_file_name(found.record.shard_index));
+    shard(found.record);
+    ++report_.unlisted;
+  }
+
+  void shard(const CommittedShard& s) {
+    const auto path = dir_ / s.file;
+    const std::string where = path.string();
+    E3_VERIFY(listed_.insert(s.file).second, "{}: listed by two manifests", where);
     E3_VERIFY(std::filesystem::exists(path), "{}: listed in the manifest but missing", where);
     const uint64_t size = std::filesystem::file_size(path);
     E3_VERIFY(size == s.bytes, "{}: {} bytes, the manifest says {} (truncated or rewritten)", where, size, s.bytes);
-    H5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    const H5Id fapl = file_access_list();  // kept open: closing it would clear the error stack
+    H5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
     E3_VERIFY(static_cast<bool>(file), "{}: not a readable HDF5 file: {}", where, hdf5_error_text());
     const hid_t f = file.get();
     E3_VERIFY(read_attr_string(f, "format") == std::string(kFormatName), "{}: attribute format is not '{}'", where,
               kFormatName);
     E3_VERIFY(read_attr_int(f, "format_version") == kFormatVersion, "{}: unexpected format_version", where);
     const auto layer_ids = read_attr_ints(f, "layer_ids");
-    E3_VERIFY(layer_ids == fp.layer_ids, "{}: layer_ids [{}] differ from the manifest's [{}]", where,
-              fmt::join(layer_ids.value_or(std::vector<int32_t>{}), ","), fmt::join(fp.layer_ids, ","));
-    E3_VERIFY(read_attr_string(f, "final") == fp.final_mode, "{}: attribute final differs from the manifest", where);
-    E3_VERIFY(read_attr_string(f, "dtype") == fp.dtype, "{}: attribute dtype differs from the manifest", where);
+    E3_VERIFY(layer_ids == fp_.layer_ids, "{}: layer_ids [{}] differ from the manifest's [{}]", where,
+              fmt::join(layer_ids.value_or(std::vector<int32_t>{}), ","), fmt::join(fp_.layer_ids, ","));
+    E3_VERIFY(read_attr_string(f, "final") == fp_.final_mode, "{}: attribute final differs from the manifest", where);
+    E3_VERIFY(read_attr_string(f, "dtype") == fp_.dtype, "{}: attribute dtype differs from the manifest", where);
     E3_VERIFY(read_attr_int(f, "shard_index") == s.shard_index, "{}: shard_index differs from the manifest", where);
     const auto hidden = read_attr_int(f, "hidden_size");
     E3_VERIFY(hidden && *hidden > 0, "{}: missing hidden_size", where);
-    const auto H = static_cast<hsize_t>(*hidden);
 
     E3_VERIFY(H5Lexists(f, "samples", H5P_DEFAULT) > 0, "{}: no /samples group", where);
     H5Id samples(E3_H5(H5Gopen2(f, "samples", H5P_DEFAULT), "{}: opening /samples", where), H5Gclose);
@@ -108,71 +157,112 @@ VerifyReport verify_output(const std::filesystem::path& dir) {
     int64_t tokens = 0;
     for (int64_t idx : s.samples) {
       const std::string key = fmt::format("{:08d}", idx);
-      const std::string sw = fmt::format("{} sample {}", where, key);
-      E3_VERIFY(std::find(names.begin(), names.end(), key) != names.end(), "{}: missing", sw);
-      auto [it, fresh] = where_seen.emplace(idx, where);
+      E3_VERIFY(std::find(names.begin(), names.end(), key) != names.end(), "{} sample {}: missing", where, key);
+      E3_VERIFY(idx >= 0 && idx < report_.num_samples, "{}: holds sample {}, but the input has {} samples", where, idx,
+                report_.num_samples);
+      auto [it, fresh] = where_seen_.emplace(idx, where);
       E3_VERIFY(fresh, "sample {:08d} appears twice: in {} and {}", idx, it->second, where);
-      H5Id g(E3_H5(H5Gopen2(samples.get(), key.c_str(), H5P_DEFAULT), "{}: opening", sw), H5Gclose);
-
-      H5Id ids = open_dataset(g.get(), "input_ids", sw);
-      DatasetShape ids_shape = shape_of(ids.get());
-      E3_VERIFY(ids_shape.dims.size() == 1 && ids_shape.dims[0] > 0 && H5Tget_class(ids_shape.type.get()) == H5T_INTEGER,
-                "{}: input_ids must be a non-empty 1-D integer dataset", sw);
-      const hsize_t T = ids_shape.dims[0];
-      E3_VERIFY(read_attr_int(g.get(), "num_tokens") == static_cast<int64_t>(T), "{}: num_tokens attribute is not {}",
-                sw, T);
-      H5Id mask = open_dataset(g.get(), "loss_mask", sw);
-      DatasetShape mask_shape = shape_of(mask.get());
-      E3_VERIFY(mask_shape.dims == std::vector<hsize_t>{T} && H5Tget_class(mask_shape.type.get()) == H5T_INTEGER,
-                "{}: loss_mask must be [{}] integers", sw, T);
-
-      H5Id hs = open_dataset(g.get(), "hidden_states", sw);
-      DatasetShape hs_shape = shape_of(hs.get());
-      E3_VERIFY(hs_shape.dims == (std::vector<hsize_t>{T, K, H}), "{}: hidden_states has shape [{}], expected [{}, {}, {}]",
-                sw, fmt::join(hs_shape.dims, ", "), T, K, H);
-      E3_VERIFY(storage_dtype_of(hs_shape.type.get()) == want_dtype, "{}: hidden_states is not stored as {}", sw,
-                fp.dtype);
-      check_finite(hs.get(), T * K * H, sw, "hidden_states", buf);
-
-      const bool has_last = H5Lexists(g.get(), "last_hidden_state", H5P_DEFAULT) > 0;
-      E3_VERIFY(has_last == want_final, "{}: last_hidden_state is {} but --final is {}", sw,
-                has_last ? "present" : "absent", fp.final_mode);
-      if (has_last) {
-        H5Id last = open_dataset(g.get(), "last_hidden_state", sw);
-        DatasetShape last_shape = shape_of(last.get());
-        E3_VERIFY(last_shape.dims == (std::vector<hsize_t>{T, H}), "{}: last_hidden_state has shape [{}], expected [{}, {}]",
-                  sw, fmt::join(last_shape.dims, ", "), T, H);
-        E3_VERIFY(storage_dtype_of(last_shape.type.get()) == want_dtype, "{}: last_hidden_state is not stored as {}", sw,
-                  fp.dtype);
-        check_finite(last.get(), T * H, sw, "last_hidden_state", buf);
-      }
-      tokens += static_cast<int64_t>(T);
-      ++report.samples;
+      H5Id g(E3_H5(H5Gopen2(samples.get(), key.c_str(), H5P_DEFAULT), "{}: opening sample {}", where, key), H5Gclose);
+      tokens += sample(g.get(), fmt::format("{} sample {}", where, key), static_cast<hsize_t>(*hidden));
+      ++report_.samples;
     }
     E3_VERIFY(tokens == s.num_tokens, "{}: {} tokens, the manifest says {}", where, tokens, s.num_tokens);
-    report.tokens += tokens;
-    ++report.shards;
+    // Samples left out for non-finite states: the shard and the manifest must agree.
+    std::vector<std::string> in_file;
+    if (H5Lexists(f, "skipped", H5P_DEFAULT) > 0) {
+      H5Id skipped(E3_H5(H5Gopen2(f, "skipped", H5P_DEFAULT), "{}: opening /skipped", where), H5Gclose);
+      in_file = list_links(skipped.get(), where);
+    }
+    std::vector<std::string> in_manifest;
+    for (const SkippedSample& sk : s.skipped) {
+      note_skipped(sk, where);
+      in_manifest.push_back(fmt::format("{:08d}", sk.index));
+    }
+    std::sort(in_manifest.begin(), in_manifest.end());
+    E3_VERIFY(in_file == in_manifest, "{}: /skipped holds [{}], the manifest lists [{}]", where,
+              fmt::join(in_file, ","), fmt::join(in_manifest, ","));
+    report_.tokens += tokens;
+    ++report_.shards;
   }
-  for (const SkippedSample& sk : m.skipped) {
-    E3_VERIFY(!where_seen.count(sk.index), "sample {:08d} is listed as skipped but is stored in {}", sk.index,
-              where_seen[sk.index]);
-    ++report.skipped;
+
+  // Checks one /samples/<index> group; returns its token count.
+  int64_t sample(hid_t group, const std::string& sw, hsize_t H) {
+    const hid_t g = group;
+    const hsize_t K = K_;
+    H5Id ids = open_dataset(g, "input_ids", sw);
+    DatasetShape ids_shape = shape_of(ids.get());
+    E3_VERIFY(ids_shape.dims.size() == 1 && ids_shape.dims[0] > 0 && H5Tget_class(ids_shape.type.get()) == H5T_INTEGER,
+              "{}: input_ids must be a non-empty 1-D integer dataset", sw);
+    const hsize_t T = ids_shape.dims[0];
+    E3_VERIFY(read_attr_int(g, "num_tokens") == static_cast<int64_t>(T), "{}: num_tokens attribute is not {}",
+              sw, T);
+    H5Id mask = open_dataset(g, "loss_mask", sw);
+    DatasetShape mask_shape = shape_of(mask.get());
+    E3_VERIFY(mask_shape.dims == std::vector<hsize_t>{T} && H5Tget_class(mask_shape.type.get()) == H5T_INTEGER,
+              "{}: loss_mask must be [{}] integers", sw, T);
+
+    H5Id hs = open_dataset(g, "hidden_states", sw);
+    DatasetShape hs_shape = shape_of(hs.get());
+    E3_VERIFY(hs_shape.dims == (std::vector<hsize_t>{T, K, H}), "{}: hidden_states has shape [{}], expected [{}, {}, {}]",
+              sw, fmt::join(hs_shape.dims, ", "), T, K, H);
+    E3_VERIFY(storage_dtype_of(hs_shape.type.get()) == want_dtype_, "{}: hidden_states is not stored as {}", sw,
+              fp_.dtype);
+    check_finite(hs.get(), T * K * H, sw, "hidden_states", buf_);
+
+    const bool has_last = H5Lexists(g, "last_hidden_state", H5P_DEFAULT) > 0;
+    E3_VERIFY(has_last == want_final_, "{}: last_hidden_state is {} but --final is {}", sw,
+              has_last ? "present" : "absent", fp_.final_mode);
+    if (has_last) {
+      H5Id last = open_dataset(g, "last_hidden_state", sw);
+      DatasetShape last_shape = shape_of(last.get());
+      E3_VERIFY(last_shape.dims == (std::vector<hsize_t>{T, H}), "{}: last_hidden_state has shape [{}], expected [{}, {}]",
+                sw, fmt::join(last_shape.dims, ", "), T, H);
+      E3_VERIFY(storage_dtype_of(last_shape.type.get()) == want_dtype_, "{}: last_hidden_state is not stored as {}", sw,
+                fp_.dtype);
+      check_finite(last.get(), T * H, sw, "last_hidden_state", buf_);
+    }
+    return static_cast<int64_t>(T);
   }
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.path().extension() == ".h5")
-      E3_VERIFY(listed.count(name), "{}: a shard file that the manifest does not list", entry.path().string());
+
+  std::filesystem::path dir_;
+  RunFingerprint fp_;
+  std::optional<kernels::DType> want_dtype_;
+  bool want_final_ = true;
+  hsize_t K_ = 0;
+  VerifyReport report_{};
+  bool all_complete_ = true;
+  std::map<int, bool> part_complete_;  // part index -> its manifest says complete
+  std::map<int64_t, std::string> where_seen_;  // stored sample -> its shard
+  std::map<int64_t, std::string> skipped_in_;  // skipped sample -> where it is listed
+  std::set<std::string> listed_;               // shard files named by a manifest
+  std::vector<float> buf_;
+};
+
+}  // namespace
+
+VerifyReport verify_output(const std::filesystem::path& dir) {
+  silence_hdf5_errors();
+  E3_VERIFY(std::filesystem::is_directory(dir), "{} is not a directory", dir.string());
+  // One manifest per job; several when parts of the dataset were written by separate jobs.
+  std::vector<Manifest> manifests;
+  try {
+    for (const auto& path : list_manifests(dir)) manifests.push_back(read_manifest_file(path));
+  } catch (const Error& e) {
+    E3_THROW(ErrorKind::Verify, "{}", e.what());
   }
-  if (m.complete) {
-    E3_VERIFY(report.samples + report.skipped == m.num_samples,
-              "the manifest says complete, but {} stored + {} skipped != {} input samples", report.samples,
-              report.skipped, m.num_samples);
-    std::set<int64_t> skipped;
-    for (const SkippedSample& s : m.skipped) skipped.insert(s.index);
-    for (int64_t i = 0; i < m.num_samples; ++i)
-      E3_VERIFY(where_seen.count(i) || skipped.count(i), "sample {:08d} is neither stored nor listed as skipped", i);
+  E3_VERIFY(!manifests.empty(), "{}: no {} (the run did not finish its first commit)", dir.string(), kManifestName);
+  const Manifest& first = manifests.front();
+  for (const Manifest& m : manifests) {
+    const std::string a = manifest_name(first.part), b = manifest_name(m.part);
+    E3_VERIFY(m.part.count == first.part.count, "{} and {} cut the dataset into different numbers of parts", a, b);
+    const auto diffs = first.fingerprint.differences(m.fingerprint);
+    E3_VERIFY(diffs.empty(), "{} and {} come from runs with other settings: {}", a, b, fmt::join(diffs, "; "));
+    E3_VERIFY(m.data_fingerprint == first.data_fingerprint && m.num_samples == first.num_samples,
+              "{} and {} were made from different input data", a, b);
   }
-  return report;
+  Verifier v(dir, first);
+  for (const Manifest& m : manifests) v.manifest(m);
+  return v.finish();
 }
 
 }  // namespace e3::io

@@ -12,7 +12,10 @@ struct VerifyReport {
   int64_t tokens = 0;
   int64_t skipped = 0;
   int64_t num_samples = 0;  // in the input
-  bool complete = false;
+  int64_t parts = 1;        // manifests found
+  int64_t part_count = 1;   // parts the dataset was cut into (--part I/P)
+  int64_t unlisted = 0;     // whole shards committed after their manifest's last update
+  bool complete = false;    // every part present and complete
 };
 
 // Checks every shard and sample: presence exactly once, shapes, dtypes, attributes, sizes

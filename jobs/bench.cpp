@@ -117,7 +117,7 @@ double run_end_to_end(const BenchOptions& o, const model::ModelConfig& cfg, kern
   const bool writes = grid.is_writer();
   model::StagedCapture capture(backend, ids, model::FinalMode::PostNorm, kernels::DType::BF16, cfg.hidden_size,
                                batch.num_tokens(), 2);
-  ShardCommitter committer(dir, attrs, todo, {});
+  ShardCommitter committer(dir, attrs, todo, NonfiniteCheck{OnNonfinite::Error, "bench"}, {});
   AsyncStepWriter writer(committer, capture, backend);
   auto one_step = [&](int s) {
     const int slot = s % 2;

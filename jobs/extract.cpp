@@ -71,15 +71,19 @@ io::Manifest manifest_skeleton(const RunConfig& rc, const io::RunFingerprint& fp
                                const WorkPlan& plan) {
   io::Manifest m;
   m.fingerprint = fp;
+  m.part = rc.part;
   m.model_path = std::filesystem::absolute(rc.model_dir).string();
   m.data_path = std::filesystem::absolute(rc.data_path).string();
   m.data_fingerprint = data.shape_fingerprint();
   m.num_samples = static_cast<int64_t>(data.samples().size());
   m.num_shards = static_cast<int64_t>(plan.shards.size());
-  for (const io::SampleRecord& r : data.samples())
-    if (r.skipped)
-      m.skipped.push_back({r.index, r.line,
-                           fmt::format("{} tokens > --max-seq-len {}", r.original_tokens, rc.max_seq_len)});
+  for (const ShardPlan& s : plan.shards)  // this part's samples only
+    for (int64_t i = s.first_sample; i < s.end_sample; ++i) {
+      const io::SampleRecord& r = data.samples()[static_cast<size_t>(i)];
+      if (r.skipped)
+        m.skipped.push_back({r.index, r.line,
+                             fmt::format("{} tokens > --max-seq-len {}", r.original_tokens, rc.max_seq_len)});
+    }
   return m;
 }
 
@@ -218,14 +222,25 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
     fp.on_long = io::on_long_name(rc.on_long);
     fp.samples_per_shard = rc.samples_per_shard;
     fp.tool_version = E3_VERSION_STRING;
-    if (grid.is_leader()) out_state = prepare_output_dir(rc.out_dir, fp, data.shape_fingerprint());
+    if (grid.is_leader()) out_state = prepare_output_dir(rc.out_dir, fp, data.shape_fingerprint(), rc.part);
   });
 
   std::vector<int64_t> committed_idx;
   for (const auto& s : out_state.committed) committed_idx.push_back(s.shard_index);
   committed_idx = broadcast_indices(grid, committed_idx);
   const WorkPlan plan = make_plan(data, rc.samples_per_shard, grid.dp_size(),
-                                  std::set<int64_t>(committed_idx.begin(), committed_idx.end()));
+                                  std::set<int64_t>(committed_idx.begin(), committed_idx.end()), rc.part);
+
+  const int64_t bytes_per_token =
+      static_cast<int64_t>(layers.size() + (rc.final_mode == model::FinalMode::None ? 0 : 1)) * mc.hidden_size *
+      static_cast<int64_t>(kernels::dtype_size(rc.dtype));
+  int64_t shards_pending = 0;
+  for (const ShardPlan& s : plan.shards) shards_pending += s.committed ? 0 : 1;
+  const uint64_t output_bytes =
+      estimate_output_bytes(plan.tokens_pending, plan.samples_pending, shards_pending, bytes_per_token);
+  agreed_phase(grid, [&] {
+    if (grid.is_leader() && rc.space_check) check_free_space(rc.out_dir, output_bytes);
+  });
 
   io::Manifest manifest;
   if (grid.is_leader()) {
@@ -242,10 +257,18 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
         spdlog::warn("skipping sample {} ({}:{}): {} tokens > --max-seq-len {}", r.index, rc.data_path.string(),
                      r.line, r.original_tokens, rc.max_seq_len);
     if (out_state.temps_removed) spdlog::info("removed {} partial files of an earlier run", out_state.temps_removed);
+    if (rc.part.count > 1)
+      spdlog::info("part {}/{}: the shards whose index % {} == {}, manifest {}", rc.part.index, rc.part.count,
+                   rc.part.count, rc.part.index, io::manifest_name(rc.part));
+    else if (std::getenv("SLURM_ARRAY_TASK_ID") && !rc.part_given)
+      spdlog::warn("this is task {} of a Slurm array but no --part was given: it computes the whole dataset; give "
+                   "--part slurm to split the dataset over the array",
+                   std::getenv("SLURM_ARRAY_TASK_ID"));
     spdlog::info("plan: {} shards of up to {} samples over {} DP group{}; {} shards ({} samples) already committed, "
-                 "{} samples ({} tokens) to compute",
+                 "{} samples ({} tokens) to compute, about {:.2f} GB to write",
                  plan.shards.size(), rc.samples_per_shard, grid.dp_size(), grid.dp_size() == 1 ? "" : "s",
-                 committed_idx.size(), plan.samples_committed, plan.samples_pending, plan.tokens_pending);
+                 committed_idx.size(), plan.samples_committed, plan.samples_pending, plan.tokens_pending,
+                 output_bytes / 1e9);
     manifest = manifest_skeleton(rc, fp, data, plan);
     manifest.shards = out_state.committed;
     io::write_manifest(rc.out_dir, manifest);
@@ -297,7 +320,8 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
         manifest.shards.push_back(c);
         io::write_manifest(rc.out_dir, manifest);
       };
-    committer = std::make_unique<ShardCommitter>(rc.out_dir, attrs, todo, on_commit);
+    committer = std::make_unique<ShardCommitter>(rc.out_dir, attrs, todo,
+                                                 NonfiniteCheck{rc.on_nonfinite, rc.data_path.string()}, on_commit);
     writer = std::make_unique<AsyncStepWriter>(*committer, *capture, *backend);
   }
 
@@ -310,9 +334,6 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
   std::vector<int64_t> group_tokens(static_cast<size_t>(grid.dp_size()), 0);
   for (const ShardPlan& s : plan.shards)
     if (!s.committed) group_tokens[static_cast<size_t>(s.dp_group)] += s.tokens_to_write;
-  const int64_t bytes_per_token =
-      static_cast<int64_t>(layers.size() + (rc.final_mode == model::FinalMode::None ? 0 : 1)) * mc.hidden_size *
-      static_cast<int64_t>(kernels::dtype_size(rc.dtype));
   Progress progress(grid.is_leader(), plan.samples_pending, group_tokens, bytes_per_token, rc.progress_interval_s);
   const InjectedFault fault = injected_fault();
   model::HostBatch batch;
@@ -427,7 +448,6 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
   }
   progress.finish();
   const std::vector<io::CommittedShard> committed_now = committer ? committer->committed() : std::vector<io::CommittedShard>{};
-  progress.finish();
 
   // The leader collects every group's commits and writes the final manifest.
   const auto gathered = grid.is_writer() ? gather_commits(grid, committed_now) : std::vector<io::CommittedShard>{};
@@ -444,11 +464,18 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
                    "command to resume (exit code {})",
                    stopped_by, exit_code(ErrorKind::Resumable));
     const double secs = std::chrono::duration<double>(Clock::now() - t_start).count();
-    int64_t computed = 0;
-    for (const auto& s : gathered) computed += static_cast<int64_t>(s.samples.size());
-    spdlog::info("done: {} samples computed now, {} done before, {} skipped; {} shards in {} ({}); {:.1f} s", computed,
-                 plan.samples_committed, data.num_skipped(), manifest.shards.size(), rc.out_dir.string(),
-                 manifest.complete ? "complete" : "INCOMPLETE", secs);
+    int64_t computed = 0, nonfinite_now = 0, nonfinite_before = 0;
+    for (const auto& s : gathered) {
+      computed += static_cast<int64_t>(s.samples.size());
+      nonfinite_now += static_cast<int64_t>(s.skipped.size());
+    }
+    for (const auto& s : out_state.committed) nonfinite_before += static_cast<int64_t>(s.skipped.size());
+    const int64_t too_long = static_cast<int64_t>(manifest.skipped.size());
+    spdlog::info("done: {} samples computed now, {} done before, {} skipped ({} over --max-seq-len, {} with non-finite "
+                 "states); {} shards in {} ({}); {:.1f} s",
+                 computed, plan.samples_committed - nonfinite_before, too_long + nonfinite_now + nonfinite_before,
+                 too_long, nonfinite_now + nonfinite_before, manifest.shards.size(), rc.out_dir.string(),
+                 manifest.complete ? (rc.part.count > 1 ? "this part complete" : "complete") : "INCOMPLETE", secs);
   }
   return stopped_by ? exit_code(ErrorKind::Resumable) : 0;
 }

@@ -2,7 +2,9 @@
 // directory, clean what a killed run left, and find the shards already committed.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,7 +18,17 @@ struct OutputState {
   int64_t invalid_moved = 0;                  // unreadable final-named shards, moved aside
 };
 
+// With several parts sharing `out`, only this part's manifest, shards and temporary files
+// are touched: the other parts may be running right now.
 OutputState prepare_output_dir(const std::filesystem::path& out, const io::RunFingerprint& fp,
-                               const std::string& data_fingerprint);
+                               const std::string& data_fingerprint, const io::Part& part = {});
+
+// Bytes the shards of `tokens` tokens in `samples` samples and `shards` shards take on disk.
+uint64_t estimate_output_bytes(int64_t tokens, int64_t samples, int64_t shards, int64_t state_bytes_per_token);
+// Throws an output error naming `out` when its file system has less than `need` bytes free.
+void check_free_space(const std::filesystem::path& out, uint64_t need);
+
+// The shard index in "shard-000042.h5" or "shard-000042.h5.tmp.<pid>"; nullopt for other names.
+std::optional<int64_t> shard_index_of(const std::string& file_name);
 
 }  // namespace e3::jobs

@@ -14,7 +14,7 @@ std::vector<const ShardPlan*> WorkPlan::pending_for(int dp_group) const {
 }
 
 WorkPlan make_plan(const io::Dataset& data, int64_t samples_per_shard, int dp_size, const std::set<int64_t>& committed,
-                   PartSpec part) {
+                   const io::Part& part) {
   E3_REQUIRE(samples_per_shard > 0 && dp_size > 0 && part.count > 0 && part.index >= 0 && part.index < part.count,
              ErrorKind::Internal, "bad plan parameters");
   WorkPlan plan;
@@ -22,7 +22,7 @@ WorkPlan make_plan(const io::Dataset& data, int64_t samples_per_shard, int dp_si
   const auto n = static_cast<int64_t>(samples.size());
   std::vector<int64_t> load(static_cast<size_t>(dp_size), 0);
   for (int64_t first = 0, index = 0; first < n; first += samples_per_shard, ++index) {
-    if (index % part.count != part.index) continue;
+    if (!part.owns(index)) continue;
     ShardPlan s;
     s.index = index;
     s.first_sample = first;

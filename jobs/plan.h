@@ -7,15 +7,9 @@
 #include <vector>
 
 #include "io/dataset.h"
+#include "io/manifest.h"
 
 namespace e3::jobs {
-
-// This job's slice of the dataset when several jobs share one output directory: the shards
-// whose index % count == index.
-struct PartSpec {
-  int index = 0;
-  int count = 1;
-};
 
 struct ShardPlan {
   int64_t index = 0;         // shard-<index>.h5
@@ -41,7 +35,7 @@ struct WorkPlan {
 // Pending shards go, in index order, to the DP group with the fewest tokens so far (ties to
 // the lower group): balanced by tokens, and the same on every rank and every rerun.
 WorkPlan make_plan(const io::Dataset& data, int64_t samples_per_shard, int dp_size, const std::set<int64_t>& committed,
-                   PartSpec part = {});
+                   const io::Part& part = {});
 // The steps each DP group's shards take under the token budget (lockstep needs the longest).
 std::vector<int64_t> steps_per_group(const WorkPlan& plan, const io::Dataset& data, int dp_size, int64_t budget);
 

@@ -8,10 +8,16 @@
 #include <vector>
 
 #include "io/dataset.h"
+#include "io/manifest.h"
 #include "kernels/dtype.h"
 #include "model/capture.h"
 
 namespace e3::jobs {
+
+// What a sample with NaN or infinity in its captured states does.
+enum class OnNonfinite { Skip, Error };
+OnNonfinite parse_on_nonfinite(const std::string& s);  // "skip" | "error"; throws a usage error
+const char* on_nonfinite_name(OnNonfinite o);
 
 struct RunConfig {
   std::filesystem::path model_dir;
@@ -26,11 +32,15 @@ struct RunConfig {
   kernels::DType dtype = kernels::DType::BF16;
   int64_t max_seq_len = 8192;
   io::OnLong on_long = io::OnLong::Skip;
+  OnNonfinite on_nonfinite = OnNonfinite::Error;
   int64_t max_tokens_per_step = 16384;
   int64_t samples_per_shard = 1000;
   std::string log_level = "info";
   int threads = 0;                         // CPU backend threads per rank; 0: cores / ranks on the node
   double progress_interval_s = 10.0;
+  io::Part part;                           // --part I/P: this job's slice of the shards
+  bool part_given = false;
+  bool space_check = true;                 // refuse to start when --out lacks room for the output
 };
 
 }  // namespace e3::jobs

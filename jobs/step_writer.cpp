@@ -1,5 +1,8 @@
 #include "jobs/step_writer.h"
 
+#include <cmath>
+
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "kernels/error.h"
@@ -7,10 +10,11 @@
 namespace e3::jobs {
 
 ShardCommitter::ShardCommitter(std::filesystem::path out_dir, io::ShardAttributes attrs,
-                               std::vector<const ShardPlan*> todo, OnCommit on_commit)
+                               std::vector<const ShardPlan*> todo, NonfiniteCheck check, OnCommit on_commit)
     : out_dir_(std::move(out_dir)),
       attrs_(std::move(attrs)),
       todo_(std::move(todo)),
+      check_(std::move(check)),
       on_commit_(std::move(on_commit)),
       written_(todo_.size(), 0),
       publisher_([this] { publish_loop(); }) {}
@@ -86,10 +90,40 @@ void ShardCommitter::write(const std::vector<StepSample>& samples, const model::
       rows[k] = static_cast<const char*>(capture.layer(slot, k)) + static_cast<size_t>(ss.offset) * row;
     const void* final_rows = capture.final_state(slot);
     if (final_rows) final_rows = static_cast<const char*>(final_rows) + static_cast<size_t>(ss.offset) * row;
-    writer_->write_sample_raw(ss.record->index, ss.record->has_id ? &ss.record->id : nullptr, ss.ids, ss.mask, rows,
-                              final_rows);
+    const io::SampleRecord& r = *ss.record;
+    if (const auto reason = nonfinite_reason(rows, final_rows, static_cast<int64_t>(ss.ids.size()))) {
+      const std::string what = fmt::format("sample {} ({}:{}{}): {}", r.index, check_.data_path, r.line,
+                                           r.has_id ? fmt::format(", id \"{}\"", r.id) : "", *reason);
+      E3_REQUIRE(check_.mode == OnNonfinite::Skip, ErrorKind::NonFinite,
+                 "{}; nothing of it was written (--on-nonfinite skip would leave it out and go on)", what);
+      spdlog::warn("{}: left out (--on-nonfinite skip)", what);
+      writer_->skip_sample({r.index, r.line, *reason});
+    } else {
+      writer_->write_sample_raw(r.index, r.has_id ? &r.id : nullptr, ss.ids, ss.mask, rows, final_rows);
+    }
     if (++written_[pos] == ss.shard->samples_to_write) commit_through(pos + 1);
   }
+}
+
+std::optional<std::string> ShardCommitter::nonfinite_reason(const std::vector<const void*>& rows,
+                                                            const void* final_rows, int64_t tokens) const {
+  const size_t H = static_cast<size_t>(attrs_.hidden_size), n = static_cast<size_t>(tokens) * H;
+  auto describe = [&](const void* block, const std::string& what) -> std::optional<std::string> {
+    const size_t i = kernels::first_nonfinite(block, attrs_.dtype, n);
+    if (i == n) return std::nullopt;
+    float v = 0;
+    kernels::convert_to_float(static_cast<const char*>(block) + i * kernels::dtype_size(attrs_.dtype), attrs_.dtype,
+                              &v, 1);
+    return fmt::format("{} in {} at token {} of {}, column {}{}", std::isnan(v) ? "NaN" : "infinity", what, i / H,
+                       tokens, i % H,
+                       attrs_.dtype == kernels::DType::F16 && !std::isnan(v) ? " (beyond fp16's range? try --dtype bf16)"
+                                                                            : "");
+  };
+  for (size_t k = 0; k < rows.size(); ++k)
+    if (auto r = describe(rows[k], fmt::format("capture id {}", attrs_.layer_ids[k]))) return r;
+  if (final_rows)
+    if (auto r = describe(final_rows, fmt::format("the final state ({})", attrs_.final_mode))) return r;
+  return std::nullopt;
 }
 
 void ShardCommitter::finish(bool all_written) {

@@ -9,12 +9,15 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "io/dataset.h"
 #include "io/shard_writer.h"
 #include "jobs/plan.h"
+#include "jobs/run_config.h"
 #include "kernels/backend.h"
 #include "model/capture.h"
 
@@ -29,13 +32,19 @@ struct StepSample {
   std::vector<uint8_t> mask;
 };
 
+// Each sample's states are checked for NaN/Inf before they are written.
+struct NonfiniteCheck {
+  OnNonfinite mode = OnNonfinite::Error;
+  std::string data_path;  // for messages: FILE:LINE of the sample
+};
+
 // The shard bookkeeping of one DP group: shards are written in plan order; a shard is
-// committed (renamed into place) once its last sample is written.
+// committed (renamed into place) once its last sample is written (or skipped).
 class ShardCommitter {
  public:
   using OnCommit = std::function<void(const io::CommittedShard&)>;
   ShardCommitter(std::filesystem::path out_dir, io::ShardAttributes attrs, std::vector<const ShardPlan*> todo,
-                 OnCommit on_commit);
+                 NonfiniteCheck check, OnCommit on_commit);
   ~ShardCommitter();
   void write(const std::vector<StepSample>& samples, const model::StagedCapture& capture, int slot);
   // Waits for the commits under way. With `all_written` (the plan ran to its end) the
@@ -46,11 +55,15 @@ class ShardCommitter {
 
  private:
   void commit_through(size_t upto);
+  // Why the sample's rows cannot be stored ("NaN in capture id 4 at token 17 of 52"), if so.
+  std::optional<std::string> nonfinite_reason(const std::vector<const void*>& rows, const void* final_rows,
+                                              int64_t tokens) const;
   void publish_loop();
   void rethrow();
   std::filesystem::path out_dir_;
   io::ShardAttributes attrs_;
   std::vector<const ShardPlan*> todo_;
+  NonfiniteCheck check_;
   OnCommit on_commit_;
   std::unique_ptr<io::ShardWriter> writer_;
   size_t next_to_close_ = 0;

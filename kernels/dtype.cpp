@@ -1,5 +1,6 @@
 #include "kernels/dtype.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -104,6 +105,39 @@ void convert_from_float(const float* src, DType to, void* dst, size_t n) {
     case DType::I32: break;
   }
   E3_THROW(ErrorKind::Internal, "cannot convert float to {}", dtype_name(to));
+}
+
+}  // namespace e3::kernels
+
+namespace e3::kernels {
+namespace {
+
+// A value is NaN or infinite exactly when all its exponent bits are set. Blocks are scanned
+// with a branch-free OR so the compiler vectorises the common, all-finite case.
+template <typename Bits>
+size_t first_with_exponent(const Bits* v, size_t n, Bits exponent) {
+  constexpr size_t kBlock = 4096;
+  for (size_t begin = 0; begin < n; begin += kBlock) {
+    const size_t end = std::min(n, begin + kBlock);
+    Bits hit = 0;
+    for (size_t i = begin; i < end; ++i) hit |= static_cast<Bits>((v[i] & exponent) == exponent);
+    if (!hit) continue;
+    for (size_t i = begin; i < end; ++i)
+      if ((v[i] & exponent) == exponent) return i;
+  }
+  return n;
+}
+
+}  // namespace
+
+size_t first_nonfinite(const void* data, DType t, size_t n) {
+  switch (t) {
+    case DType::F32: return first_with_exponent(static_cast<const uint32_t*>(data), n, uint32_t{0x7f800000u});
+    case DType::BF16: return first_with_exponent(static_cast<const uint16_t*>(data), n, uint16_t{0x7f80u});
+    case DType::F16: return first_with_exponent(static_cast<const uint16_t*>(data), n, uint16_t{0x7c00u});
+    case DType::I32: break;
+  }
+  E3_THROW(ErrorKind::Internal, "first_nonfinite: {} is not a float type", dtype_name(t));
 }
 
 }  // namespace e3::kernels

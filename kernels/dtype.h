@@ -40,4 +40,8 @@ void convert_to_float(const void* src, DType from, float* dst, size_t n);
 // Converts n floats to `to` (F32, BF16 or F16).
 void convert_from_float(const float* src, DType to, void* dst, size_t n);
 
+// The index of the first NaN or infinity among n elements of a float type, or n if all are
+// finite. Runs at memory speed on finite data (it reads exponent bits only).
+size_t first_nonfinite(const void* data, DType t, size_t n);
+
 }  // namespace e3::kernels

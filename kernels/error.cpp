@@ -14,6 +14,7 @@ const char* kind_name(ErrorKind kind) {
     case ErrorKind::Verify: return "verify failed";
     case ErrorKind::Audit: return "capture audit failed";
     case ErrorKind::Parallel: return "parallel runtime error";
+    case ErrorKind::NonFinite: return "non-finite hidden states";
     case ErrorKind::Resumable: return "stopped, resumable";
   }
   return "error";

@@ -19,6 +19,7 @@ enum class ErrorKind {
   Verify = 6,     // `verify` found a problem
   Audit = 7,      // a capture audit failed: the forward pass did not produce what was asked
   Parallel = 8,   // MPI / NCCL failure
+  NonFinite = 9,  // NaN/Inf in captured states under --on-nonfinite error
   Resumable = 75  // stopped early on a signal; rerun the same command to resume
 };
 

@@ -309,4 +309,28 @@ TEST(DtypeNames, SizesNamesAndParsing) {
   }
 }
 
+TEST(FirstNonfinite, FindsTheFirstNanOrInfinityInEachFloatType) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (const DType t : {DType::F32, DType::BF16, DType::F16}) {
+    // Long enough to cross the scan's blocks; the largest finite values must not count.
+    std::vector<float> v(10000, 1.5f);
+    v[17] = t == DType::F16 ? 65504.0f : 3.0e38f;
+    std::vector<uint8_t> buf(v.size() * e3::kernels::dtype_size(t));
+    e3::kernels::convert_from_float(v.data(), t, buf.data(), v.size());
+    EXPECT_EQ(e3::kernels::first_nonfinite(buf.data(), t, v.size()), v.size()) << dtype_name(t);
+    v[9001] = nan;
+    v[9500] = inf;
+    e3::kernels::convert_from_float(v.data(), t, buf.data(), v.size());
+    EXPECT_EQ(e3::kernels::first_nonfinite(buf.data(), t, v.size()), 9001u) << dtype_name(t);
+    v[4100] = -inf;
+    e3::kernels::convert_from_float(v.data(), t, buf.data(), v.size());
+    EXPECT_EQ(e3::kernels::first_nonfinite(buf.data(), t, v.size()), 4100u) << dtype_name(t);
+  }
+  // fp32 values beyond fp16's range become infinity when stored as fp16.
+  const float big = 1.0e6f;
+  uint16_t h = 0;
+  e3::kernels::convert_from_float(&big, DType::F16, &h, 1);
+  EXPECT_EQ(e3::kernels::first_nonfinite(&h, DType::F16, 1), 0u);
+}
+
 }  // namespace

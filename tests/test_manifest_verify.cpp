@@ -349,7 +349,7 @@ TEST_F(VerifyOutput, FailsOnStrayShardNotInManifest) {
   write_shard(dir_.path(), fp_, 9, {0});
   const std::string msg = verify_error();
   EXPECT_HAS(msg, "shard-000009.h5");
-  EXPECT_HAS(msg, "does not list");
+  EXPECT_HAS(msg, "no manifest lists");
 }
 
 TEST_F(VerifyOutput, FailsWithoutManifest) {
@@ -373,14 +373,20 @@ TEST_F(VerifyOutput, FailsWhenCompleteButASampleIsUnaccounted) {
   EXPECT_HAS(msg, "complete");
 }
 
-TEST_F(VerifyOutput, FailsWhenCompleteAndCountsMatchButAnIndexIsUnaccounted) {
+TEST_F(VerifyOutput, FailsWhenASkipNamesASamplePastTheInput) {
   // The counts add up (4 stored + 1 skipped = 5) but the skip names a sample past the input,
-  // so sample 3 is still neither stored nor skipped.
+  // so sample 3 is neither stored nor skipped.
   m_.skipped = {{7, 9, "bogus"}};
   build_good();
   const std::string msg = verify_error();
-  EXPECT_HAS(msg, "00000003");
-  EXPECT_HAS(msg, "neither stored nor listed as skipped");
+  EXPECT_HAS(msg, "skipped sample 7 is outside the input");
+}
+
+TEST_F(VerifyOutput, FailsWhenAShardHoldsASamplePastTheInput) {
+  m_.shards.push_back(write_shard(dir_.path(), fp_, 0, {0, 1, 2}));
+  m_.shards.push_back(write_shard(dir_.path(), fp_, 1, {9}));
+  e3::io::write_manifest(dir_.path(), m_);
+  EXPECT_HAS(verify_error(), "holds sample 9, but the input has 5 samples");
 }
 
 TEST_F(VerifyOutput, FailsWhenASkippedSampleIsStored) {
@@ -413,6 +419,111 @@ TEST_F(VerifyOutput, FailsOnANonDirectory) {
     return std::string();
   }();
   EXPECT_HAS(msg, "nope");
+}
+
+// ---------------------------------------------------------------- parts and skipped samples
+
+TEST(ManifestParts, NamesAndListing) {
+  EXPECT_EQ(e3::io::manifest_name({}), "manifest.json");
+  EXPECT_EQ(e3::io::manifest_name({3, 8}), "manifest.part-0003-of-0008.json");
+  e3::test::TempDir dir;
+  Manifest a = make_manifest();
+  a.part = {1, 2};
+  e3::io::write_manifest(dir.path(), a);
+  std::ofstream(dir / "manifest.json.tmp.123") << "{}";
+  std::ofstream(dir / "notes.json") << "{}";
+  const auto listed = e3::io::list_manifests(dir.path());
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].filename(), "manifest.part-0001-of-0002.json");
+  EXPECT_FALSE(e3::io::read_manifest(dir.path()).has_value());  // part 0/1 has none
+  const auto back = e3::io::read_manifest(dir.path(), {1, 2});
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->part, (e3::io::Part{1, 2}));
+}
+
+// The same 5-sample run cut in two parts: part 0 owns shards 0 and 2, part 1 owns shard 1.
+class VerifyParts : public VerifyOutput {
+ protected:
+  Manifest part(int index) {
+    Manifest m = m_;
+    m.part = {index, 2};
+    m.num_shards = index == 0 ? 2 : 1;
+    m.skipped.clear();
+    return m;
+  }
+};
+
+TEST_F(VerifyParts, TwoCompletePartsMakeACompleteDirectory) {
+  Manifest p0 = part(0), p1 = part(1);
+  p0.shards.push_back(write_shard(dir_.path(), fp_, 0, {0, 1}));
+  p0.shards.push_back(write_shard(dir_.path(), fp_, 2, {4}));
+  p1.shards.push_back(write_shard(dir_.path(), fp_, 1, {2}));
+  p1.skipped.push_back({3, 4, "longer than --max-seq-len"});
+  e3::io::write_manifest(dir_.path(), p0);
+  auto r = e3::io::verify_output(dir_.path());
+  EXPECT_FALSE(r.complete);  // part 1 is missing
+  EXPECT_EQ(r.parts, 1);
+  EXPECT_EQ(r.part_count, 2);
+  e3::io::write_manifest(dir_.path(), p1);
+  r = e3::io::verify_output(dir_.path());
+  EXPECT_TRUE(r.complete);
+  EXPECT_EQ(r.parts, 2);
+  EXPECT_EQ(r.samples, 4);
+  EXPECT_EQ(r.skipped, 1);
+}
+
+TEST_F(VerifyParts, FailsWhenAPartListsAnotherPartsShard) {
+  Manifest p0 = part(0);
+  p0.shards.push_back(write_shard(dir_.path(), fp_, 1, {2}));
+  e3::io::write_manifest(dir_.path(), p0);
+  EXPECT_HAS(verify_error(), "belongs to another part");
+}
+
+TEST_F(VerifyParts, FailsWhenPartCountsDiffer) {
+  Manifest p0 = part(0), other = part(0);
+  other.part = {1, 3};
+  e3::io::write_manifest(dir_.path(), p0);
+  e3::io::write_manifest(dir_.path(), other);
+  EXPECT_HAS(verify_error(), "different numbers of parts");
+}
+
+TEST_F(VerifyParts, FailsWhenPartsComeFromDifferentRuns) {
+  Manifest p0 = part(0), p1 = part(1);
+  p1.fingerprint.dtype = "fp16";
+  e3::io::write_manifest(dir_.path(), p0);
+  e3::io::write_manifest(dir_.path(), p1);
+  EXPECT_HAS(verify_error(), "dtype");
+}
+
+TEST_F(VerifyOutput, ASampleSkippedForNonFiniteStatesIsAccountedFor) {
+  // Shard 1 holds sample 2 and records sample 3 as left out; no manifest-level skip.
+  m_.skipped.clear();
+  m_.shards.push_back(write_shard(dir_.path(), fp_, 0, {0, 1}));
+  {
+    ShardWriter w(dir_.path(), 1, attrs_for(fp_));
+    w.skip_sample({3, 4, "NaN in capture id 2 at token 0 of 3, column 1"});
+    m_.shards.push_back(w.commit());
+  }
+  m_.shards.push_back(write_shard(dir_.path(), fp_, 2, {4}));
+  m_.shards[1].samples.clear();
+  // Sample 2 is missing now: the directory is incomplete, so make the manifest say so.
+  m_.complete = false;
+  e3::io::write_manifest(dir_.path(), m_);
+  auto r = e3::io::verify_output(dir_.path());
+  EXPECT_EQ(r.skipped, 1);
+  ASSERT_EQ(m_.shards[1].skipped.size(), 1u);
+  EXPECT_EQ(m_.shards[1].skipped[0].index, 3);
+
+  const auto inspected = e3::io::inspect_shard(dir_ / "shard-000001.h5");
+  ASSERT_EQ(inspected.record.skipped.size(), 1u);
+  EXPECT_EQ(inspected.record.skipped[0].index, 3);
+  EXPECT_EQ(inspected.record.skipped[0].line, 4);
+  EXPECT_HAS(inspected.record.skipped[0].reason, "NaN in capture id 2");
+
+  // The manifest and the shard must agree on what was left out.
+  m_.shards[1].skipped.clear();
+  e3::io::write_manifest(dir_.path(), m_);
+  EXPECT_HAS(verify_error(), "/skipped holds [00000003], the manifest lists []");
 }
 
 }  // namespace

@@ -1,0 +1,46 @@
+# NaN/Inf in captured states, found per sample and layer. A real model is made to produce them:
+# the embedding row of token 500 is set to +inf, so exactly the samples holding token 500
+# (samples 3 and 8) turn non-finite. --on-nonfinite error (the default) stops the job naming
+# the first; skip leaves both out, lists them in their shards and the manifest, counts them,
+# and a resume keeps the count.
+source "$(dirname "$0")/lib.sh"
+work=$(fresh_dir nonfinite)
+model="$work/model"
+mkdir -p "$model"
+cp "$E3_GOLDEN_DIR/tiny_llama_default/config.json" "$E3_GOLDEN_DIR/tiny_llama_default/model.safetensors" "$model/"
+"$E3_ST_POISON" "$model/model.safetensors" model.embed_tokens.weight 500
+for i in $(seq 0 11); do
+  ids=$(seq -s, $((i * 7 + 1)) $((i * 7 + 20)))
+  case $i in 3 | 8) ids="$ids,500,$((i + 30))" ;; esac
+  printf '{"id": "n%d", "input_ids": [%s]}\n' "$i" "$ids"
+done > "$work/data.jsonl"
+args=(--model "$model" --data "$work/data.jsonl" --tp 2 --samples-per-shard 4 --max-tokens-per-step 64
+      --max-seq-len 64 --layers 0,3,6)
+
+LOG="$work/error.log"
+run 2 "${args[@]}" --out "$work/error"
+expect_failure 9 "critical: rank 0: non-finite hidden states: sample 3 ($work/data.jsonl:4, id \"n3\"): infinity in capture id 0 at token 20 of 22, column 0; nothing of it was written (--on-nonfinite skip would leave it out" "$work/error/none"
+# Shards complete before sample 3 stay committed; none holds a non-finite value.
+"$E3_BIN" verify "$work/error" > /dev/null || fail "verify after the non-finite stop"
+
+LOG="$work/skip.log"
+run 2 "${args[@]}" --out "$work/skip" --on-nonfinite skip
+[ "$RC" -eq 0 ] || { cat "$LOG"; fail "--on-nonfinite skip exited $RC"; }
+grep -q "warning: sample 3 ($work/data.jsonl:4, id \"n3\"): infinity in capture id 0 at token 20 of 22, column 0: left out" "$LOG" ||
+  { cat "$LOG"; fail "no warning for sample 3"; }
+grep -q "warning: sample 8 " "$LOG" || { cat "$LOG"; fail "no warning for sample 8"; }
+grep -q "done: 10 samples computed now, 0 done before, 2 skipped (0 over --max-seq-len, 2 with non-finite states)" "$LOG" ||
+  { cat "$LOG"; fail "summary does not count the skipped samples"; }
+"$E3_BIN" verify "$work/skip" > "$work/verify.log" 2>&1 || { cat "$work/verify.log"; fail "verify"; }
+grep -q "10 samples, .* 2 skipped, 12 of 12 input samples accounted for" "$work/verify.log" ||
+  { cat "$work/verify.log"; fail "verify does not account for the skipped samples"; }
+h5dump -g /skipped "$work/skip/shard-000000.h5" | grep -q 'GROUP "00000003"' || fail "shard 0 does not list sample 3"
+h5dump -a /skipped/00000008/reason "$work/skip/shard-000002.h5" | grep -q "infinity in capture id 0" ||
+  fail "shard 2 does not give the reason for sample 8"
+grep -A3 '"skipped"' "$work/skip/manifest.json" | grep -q '"index": 3' || fail "the manifest does not list sample 3"
+
+LOG="$work/resume.log"
+run 2 "${args[@]}" --out "$work/skip" --on-nonfinite skip
+[ "$RC" -eq 0 ] || { cat "$LOG"; fail "rerun exited $RC"; }
+grep -q "done: 0 samples computed now, 10 done before, 2 skipped (0 over --max-seq-len, 2 with non-finite states)" "$LOG" ||
+  { cat "$LOG"; fail "the resumed summary lost the skipped samples"; }

@@ -55,6 +55,9 @@ Request parse_command_line(int argc, char** argv) {
   app.add_option("--samples-per-shard", rc.samples_per_shard, "samples per output shard file")->capture_default_str();
   app.add_option("--log-level", rc.log_level, "trace | debug | info | warn | error, the same on every rank")
       ->capture_default_str();
+  app.add_option("--log-dir", rc.log_dir,
+                 "also write each rank's log lines to DIR/rank-NNNNN.log (appended; "
+                 "part-IIII-of-PPPP.rank-NNNNN.log with --part)");
   app.add_option("--threads", rc.threads, "CPU backend threads per rank; default: cores on the node / ranks on it");
   app.add_option("--progress-interval", rc.progress_interval_s, "seconds between progress lines")->capture_default_str();
   bool no_space_check = false;

@@ -135,7 +135,7 @@ double run_end_to_end(const BenchOptions& o, const model::ModelConfig& cfg, kern
     m.forward(batch, writes ? &capture : nullptr);
     if (writes) {
       capture.audit(grid.world_rank());
-      writer.submit(slot, capture.finish_step(), std::move(samples));
+      writer.submit(s, slot, capture.finish_step(), std::move(samples));
     } else {
       backend.synchronize();
     }

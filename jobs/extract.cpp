@@ -299,6 +299,12 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
   std::unique_ptr<model::StagedCapture> capture;
   std::unique_ptr<ShardCommitter> committer;
   std::unique_ptr<AsyncStepWriter> writer;
+  // --log-level debug: every rank captures, and logs per-layer statistics of each step; equal
+  // numbers across a TP group show that every rank computed the same residual stream.
+  const bool stats_everywhere = spdlog::should_log(spdlog::level::debug);
+  if (grid.is_writer() || stats_everywhere)
+    capture = std::make_unique<model::StagedCapture>(*backend, layers, rc.final_mode, rc.dtype, mc.hidden_size,
+                                                     rc.max_tokens_per_step, kSlots);
   if (grid.is_writer()) {
     io::ShardAttributes attrs;
     attrs.layer_ids.assign(layers.begin(), layers.end());
@@ -312,8 +318,6 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
     attrs.config_fingerprint = mc.fingerprint;
     attrs.run_fingerprint = fp.digest();
     attrs.tool_version = E3_VERSION_STRING;
-    capture = std::make_unique<model::StagedCapture>(*backend, layers, rc.final_mode, rc.dtype, mc.hidden_size,
-                                                     rc.max_tokens_per_step, kSlots);
     ShardCommitter::OnCommit on_commit;
     if (grid.is_leader())  // the leader keeps manifest.json current with its own commits
       on_commit = [&](const io::CommittedShard& c) {
@@ -409,11 +413,14 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
     }
     if (!step.empty()) {
       const int64_t step_samples = static_cast<int64_t>(step.size()), step_tokens = batch.num_tokens();
-      if (writer) capture->begin_step(slot, batch.num_tokens());
+      if (capture) capture->begin_step(slot, batch.num_tokens());
       model->forward(batch, capture.get());
+      if (capture) capture->audit(grid.world_rank());
       if (writer) {
-        capture->audit(grid.world_rank());
-        writer->submit(slot, capture->finish_step(), std::move(step));
+        writer->submit(step_index, slot, capture->finish_step(), std::move(step));
+      } else if (capture) {
+        backend->wait_ticket(capture->finish_step());
+        spdlog::debug("step {} capture stats: {}", step_index, capture_stats(*capture, slot, step_tokens));
       } else {
         backend->synchronize();  // a rank without a writer keeps at most one step in flight
       }

@@ -1,5 +1,9 @@
 #include "jobs/logging.h"
 
+#include <vector>
+
+#include <fmt/format.h>
+#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include "kernels/error.h"
@@ -15,14 +19,29 @@ spdlog::level::level_enum parse_log_level(const std::string& name) {
   E3_THROW(ErrorKind::Usage, "--log-level must be trace, debug, info, warn or error, not '{}'", name);
 }
 
-void install_rank_logger(const std::string& tag, spdlog::level::level_enum level) {
-  auto sink = std::make_shared<spdlog::sinks::stdout_sink_mt>();
-  auto logger = std::make_shared<spdlog::logger>("eagle3", sink);
+void install_rank_logger(const std::string& tag, spdlog::level::level_enum level,
+                         const std::filesystem::path& log_file) {
+  std::vector<spdlog::sink_ptr> sinks{std::make_shared<spdlog::sinks::stdout_sink_mt>()};
+  if (!log_file.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(log_file.parent_path(), ec);
+    try {
+      sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_file.string(), false));
+    } catch (const spdlog::spdlog_ex& e) {
+      E3_THROW(ErrorKind::Output, "--log-dir: cannot open {}: {}", log_file.string(), e.what());
+    }
+  }
+  auto logger = std::make_shared<spdlog::logger>("eagle3", sinks.begin(), sinks.end());
   // The tag is literal pattern text (it holds no %), fixed for the life of the process.
   logger->set_pattern("%Y-%m-%d %H:%M:%S.%e " + tag + " %l: %v");
   logger->set_level(level);
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(std::move(logger));
+}
+
+std::string rank_log_name(int world_rank, int part_index, int part_count) {
+  if (part_count <= 1) return fmt::format("rank-{:05d}.log", world_rank);
+  return fmt::format("part-{:04d}-of-{:04d}.rank-{:05d}.log", part_index, part_count, world_rank);
 }
 
 }  // namespace e3::jobs

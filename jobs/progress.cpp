@@ -16,13 +16,7 @@ Progress::Progress(bool active, int64_t total_samples, std::vector<int64_t> toke
       samples_(total_tokens_by_group_.size(), 0),
       tokens_(total_tokens_by_group_.size(), 0),
       start_(Clock::now()),
-      last_(start_) {
-  if (!active_) return;
-  const int64_t tokens = std::accumulate(total_tokens_by_group_.begin(), total_tokens_by_group_.end(), int64_t{0});
-  spdlog::info("to compute: {} samples, {} tokens over {} DP group{}, about {:.2f} GB of output", total_samples_, tokens,
-               total_tokens_by_group_.size(), total_tokens_by_group_.size() == 1 ? "" : "s",
-               static_cast<double>(tokens * bytes_per_token_) / 1e9);
-}
+      last_(start_) {}
 
 void Progress::update(const std::vector<int64_t>& samples_by_group, const std::vector<int64_t>& tokens_by_group) {
   samples_ = samples_by_group;

@@ -36,6 +36,7 @@ struct RunConfig {
   int64_t max_tokens_per_step = 16384;
   int64_t samples_per_shard = 1000;
   std::string log_level = "info";
+  std::filesystem::path log_dir;           // also write each rank's lines to a file here
   int threads = 0;                         // CPU backend threads per rank; 0: cores / ranks on the node
   double progress_interval_s = 10.0;
   io::Part part;                           // --part I/P: this job's slice of the shards

@@ -1,6 +1,8 @@
 #include "jobs/step_writer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -134,6 +136,33 @@ void ShardCommitter::finish(bool all_written) {
   if (error_) std::rethrow_exception(error_);
 }
 
+std::string capture_stats(const model::StagedCapture& capture, int slot, int64_t tokens) {
+  const size_t n = static_cast<size_t>(tokens * capture.hidden_size());
+  std::vector<float> chunk(4096);
+  auto describe = [&](const void* rows) {
+    double sum_sq = 0;
+    float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+    const size_t e = kernels::dtype_size(capture.storage());
+    for (size_t begin = 0; begin < n; begin += chunk.size()) {
+      const size_t m = std::min(chunk.size(), n - begin);
+      kernels::convert_to_float(static_cast<const char*>(rows) + begin * e, capture.storage(), chunk.data(), m);
+      for (size_t i = 0; i < m; ++i) {
+        sum_sq += static_cast<double>(chunk[i]) * chunk[i];
+        lo = std::min(lo, chunk[i]);
+        hi = std::max(hi, chunk[i]);
+      }
+    }
+    return fmt::format("rms {:.4g} min {:.4g} max {:.4g}", n ? std::sqrt(sum_sq / static_cast<double>(n)) : 0.0, lo,
+                       hi);
+  };
+  std::string out;
+  for (size_t k = 0; k < capture.num_ids(); ++k)
+    out += fmt::format("{}id {}: {}", out.empty() ? "" : "; ", capture.id(k), describe(capture.layer(slot, k)));
+  if (const void* final_rows = capture.final_state(slot))
+    out += fmt::format("; final ({}): {}", model::final_mode_name(capture.final_mode()), describe(final_rows));
+  return out;
+}
+
 AsyncStepWriter::AsyncStepWriter(ShardCommitter& committer, model::StagedCapture& capture, kernels::Backend& backend)
     : committer_(committer), capture_(capture), backend_(backend), busy_(static_cast<size_t>(capture.slots()), false),
       thread_([this] { run(); }) {}
@@ -161,12 +190,12 @@ std::exception_ptr AsyncStepWriter::error() {
   return error_;
 }
 
-void AsyncStepWriter::submit(int slot, uint64_t ticket, std::vector<StepSample> samples) {
+void AsyncStepWriter::submit(int64_t step, int slot, uint64_t ticket, std::vector<StepSample> samples) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     rethrow_locked();
     busy_[static_cast<size_t>(slot)] = true;
-    queue_.push_back({slot, ticket, std::move(samples)});
+    queue_.push_back({step, slot, ticket, std::move(samples)});
   }
   cv_.notify_all();
 }
@@ -191,6 +220,11 @@ void AsyncStepWriter::run() {
     }
     try {
       backend_.wait_ticket(job.ticket);
+      if (spdlog::should_log(spdlog::level::debug) && !job.samples.empty()) {
+        const StepSample& last = job.samples.back();
+        spdlog::debug("step {} capture stats: {}", job.step,
+                      capture_stats(capture_, job.slot, last.offset + static_cast<int64_t>(last.ids.size())));
+      }
       committer_.write(job.samples, capture_, job.slot);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);

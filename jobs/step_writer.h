@@ -78,6 +78,10 @@ class ShardCommitter {
   std::thread publisher_;
 };
 
+// One line of per-layer statistics of a captured step: "id 2: rms 0.912 min -4.1 max 3.7; ...".
+// For --log-level debug: a layer whose numbers drift or explode shows up before training.
+std::string capture_stats(const model::StagedCapture& capture, int slot, int64_t tokens);
+
 class AsyncStepWriter {
  public:
   AsyncStepWriter(ShardCommitter& committer, model::StagedCapture& capture, kernels::Backend& backend);
@@ -89,12 +93,13 @@ class AsyncStepWriter {
   void acquire(int slot);
   // The writer's failure, if any (it stops writing after one).
   std::exception_ptr error();
-  void submit(int slot, uint64_t ticket, std::vector<StepSample> samples);
+  void submit(int64_t step, int slot, uint64_t ticket, std::vector<StepSample> samples);
   // Waits for everything submitted, then ShardCommitter::finish; rethrows a writer error.
   void finish(bool all_written);
 
  private:
   struct Job {
+    int64_t step;
     int slot;
     uint64_t ticket;
     std::vector<StepSample> samples;

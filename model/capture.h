@@ -109,6 +109,7 @@ class StagedCapture final : public CaptureSink {
   const void* layer(int slot, size_t k) const;
   const void* final_state(int slot) const;
   size_t num_ids() const { return ids_.size(); }
+  int id(size_t k) const { return ids_[k]; }
   kernels::DType storage() const { return storage_; }
   int64_t hidden_size() const { return hidden_; }
   int slots() const { return slots_; }

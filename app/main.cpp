@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include <spdlog/spdlog.h>
@@ -77,12 +78,15 @@ int run(int argc, char** argv, const e3::parallel::MpiEnv& mpi) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   spdlog::info("eagle3_extract {} up: host {} pid {}, backend {}, TP rank {}/{}, DP group {}/{}, local rank {}/{}, "
-               "log level {}{}{}",
+               "log level {}{}{}{}",
                E3_VERSION_STRING, host, getpid(), e3::jobs::resolve_backend(rc.backend), grid.tp_rank(), grid.tp_size(),
                grid.dp_rank(), grid.dp_size(), grid.local_rank(), grid.local_size(), rc.log_level,
                rc.log_dir.empty() ? "" : ", also logging to " + (rc.log_dir / e3::jobs::rank_log_name(
                                                                                grid.world_rank(), rc.part.index,
                                                                                rc.part.count)).string(),
+               std::getenv("CUDA_VISIBLE_DEVICES") ? fmt::format(", CUDA_VISIBLE_DEVICES={}",
+                                                                 std::getenv("CUDA_VISIBLE_DEVICES"))
+                                                   : "",
                req.embedded_demo ? " (embedded demo: no --model given)" : "");
   e3::jobs::install_stop_handlers();
   return e3::jobs::run_extract(rc, grid);

@@ -2,9 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <set>
 #include <thread>
 
 #include "kernels/error.h"
+#include "parallel/mpi_check.h"
 
 namespace e3::jobs {
 
@@ -34,24 +36,44 @@ std::unique_ptr<kernels::Backend> make_backend(const RunConfig& rc, const parall
   return kernels::make_cpu_backend(threads);
 }
 
+namespace {
+
+// Whether two ranks of this TP group drive the same physical GPU. Compared by host and PCI
+// bus id, so a launcher that hides all but one GPU per task (srun --gpus-per-task=1, or
+// CUDA_VISIBLE_DEVICES=$SLURM_LOCALID) counts as one GPU per rank.
+bool tp_group_shares_a_gpu(const parallel::Grid& grid, const kernels::Backend& backend) {
+  constexpr int kLen = 320;
+  std::string mine = grid.host() + "/" + backend.device_id();
+  mine.resize(kLen, '\0');
+  std::string all(static_cast<size_t>(kLen) * static_cast<size_t>(grid.tp_size()), '\0');
+  E3_MPI_CHECK(MPI_Allgather(mine.data(), kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, grid.tp_comm()));
+  std::set<std::string> seen;
+  for (int r = 0; r < grid.tp_size(); ++r)
+    if (!seen.insert(all.substr(static_cast<size_t>(r) * kLen, kLen)).second) return true;
+  return false;
+}
+
+}  // namespace
+
 std::unique_ptr<parallel::Communicator> make_communicator(const RunConfig& rc, const parallel::Grid& grid,
                                                           kernels::Backend& backend) {
   E3_REQUIRE(rc.comm == "auto" || rc.comm == "nccl" || rc.comm == "mpi", ErrorKind::Usage,
              "--comm must be auto, nccl or mpi, not '{}'", rc.comm);
   const bool gpu = backend.name() == "cuda";
   const int gpus = kernels::cuda_device_count();
-  const bool shared_gpu = gpu && grid.local_size() > gpus;
+  const bool shared_gpu = gpu && tp_group_shares_a_gpu(grid, backend);
   if (rc.comm == "nccl") {
     E3_REQUIRE(gpu, ErrorKind::Usage, "--comm nccl needs the CUDA backend");
     E3_REQUIRE(!shared_gpu, ErrorKind::Usage,
-               "--comm nccl needs one GPU per rank, but {} ranks on {} share {} GPU{}; use --comm mpi to share GPUs",
+               "--comm nccl needs one GPU per rank, but ranks of a TP group share a GPU ({} ranks on {} see {} GPU{}); "
+               "use --comm mpi to share GPUs",
                grid.local_size(), grid.host(), gpus, gpus == 1 ? "" : "s");
     return parallel::make_nccl_communicator(grid.tp_comm(), backend);
   }
   if (rc.comm == "auto" && gpu && !shared_gpu && grid.tp_size() > 1)
     return parallel::make_nccl_communicator(grid.tp_comm(), backend);
   if (gpu && grid.tp_size() > 1 && grid.is_leader())
-    spdlog::warn("tensor parallelism over MPI through host memory ({} ranks share {} GPU{} on {}): correct, but slow",
+    spdlog::warn("tensor parallelism over MPI through host memory ({} ranks see {} GPU{} on {}): correct, but slow",
                  grid.local_size(), gpus, gpus == 1 ? "" : "s", grid.host());
   return parallel::make_mpi_communicator(grid.tp_comm(), backend);
 }

@@ -453,7 +453,7 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
     }
     progress.update(agreed.samples_by_group, agreed.tokens_by_group);
   }
-  progress.finish();
+  progress.finish(stopped_by != 0);
   const std::vector<io::CommittedShard> committed_now = committer ? committer->committed() : std::vector<io::CommittedShard>{};
 
   // The leader collects every group's commits and writes the final manifest.

@@ -28,7 +28,7 @@ void Progress::update(const std::vector<int64_t>& samples_by_group, const std::v
   }
 }
 
-void Progress::finish() { report("finished"); }
+void Progress::finish(bool stopped) { report(stopped ? "stopped" : "finished"); }
 
 void Progress::report(const char* what) {
   if (!active_) return;

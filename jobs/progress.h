@@ -13,7 +13,7 @@ class Progress {
   Progress(bool active, int64_t total_samples, std::vector<int64_t> tokens_by_group, int64_t bytes_per_token,
            double interval_s);
   void update(const std::vector<int64_t>& samples_by_group, const std::vector<int64_t>& tokens_by_group);
-  void finish();
+  void finish(bool stopped = false);  // the last line: "finished", or "stopped" early
 
  private:
   void report(const char* what);

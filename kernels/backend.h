@@ -87,6 +87,9 @@ class Backend {
 
   virtual std::string name() const = 0;                // "cpu" or "cuda"
   virtual std::string device_description() const = 0;  // for the startup line
+  // Names the physical device, the same in every process that uses it (a GPU's PCI bus id),
+  // however CUDA_VISIBLE_DEVICES numbers it; empty for the CPU.
+  virtual std::string device_id() const { return {}; }
   // The dtype of weights and activations inside the forward pass.
   virtual DType compute_dtype() const = 0;
 

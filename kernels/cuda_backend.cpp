@@ -178,6 +178,11 @@ class CudaBackend final : public Backend {
   std::string device_description() const override {
     return fmt::format("GPU {} ({}, sm_{}, {:.0f} GiB)", device_, name_, cc_, static_cast<double>(memory_) / (1u << 30));
   }
+  std::string device_id() const override {
+    char bus[32] = {};
+    E3_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, device_));
+    return bus;
+  }
   DType compute_dtype() const override { return DType::BF16; }
   void* stream_handle() const override { return stream_; }
   size_t device_memory_used() const override {

@@ -55,8 +55,8 @@ Manifest make_manifest() {
   m.num_samples = 5;
   m.num_shards = 3;
   m.complete = true;
-  m.shards.push_back({"shard-000000.h5", 0, {0, 1}, 17, 4096});
-  m.shards.push_back({"shard-000002.h5", 2, {4}, 3, 2048});
+  m.shards.push_back({"shard-000000.h5", 0, {0, 1}, 17, 4096, {}});
+  m.shards.push_back({"shard-000002.h5", 2, {4}, 3, 2048, {{5, 7, "NaN in capture id 0 at token 1 of 2, column 7"}}});
   m.skipped.push_back({3, 5, "longer than --max-seq-len"});
   return m;
 }
@@ -77,7 +77,13 @@ void expect_same(const Manifest& a, const Manifest& b) {
     EXPECT_EQ(a.shards[i].samples, b.shards[i].samples);
     EXPECT_EQ(a.shards[i].num_tokens, b.shards[i].num_tokens);
     EXPECT_EQ(a.shards[i].bytes, b.shards[i].bytes);
+    ASSERT_EQ(a.shards[i].skipped.size(), b.shards[i].skipped.size());
+    for (size_t k = 0; k < a.shards[i].skipped.size(); ++k) {
+      EXPECT_EQ(a.shards[i].skipped[k].index, b.shards[i].skipped[k].index);
+      EXPECT_EQ(a.shards[i].skipped[k].reason, b.shards[i].skipped[k].reason);
+    }
   }
+  EXPECT_EQ(a.part, b.part);
   ASSERT_EQ(a.skipped.size(), b.skipped.size());
   for (size_t i = 0; i < a.skipped.size(); ++i) {
     EXPECT_EQ(a.skipped[i].index, b.skipped[i].index);

@@ -103,6 +103,7 @@ json to_json(const Manifest& m) {
            {"num_samples", s.samples.size()},
            {"num_tokens", s.num_tokens},
            {"bytes", s.bytes}};
+    if (!s.checksum.empty()) j["checksum"] = s.checksum;
     if (!s.skipped.empty()) j["skipped"] = skipped_json(s.skipped);
     shards.push_back(std::move(j));
   }
@@ -153,6 +154,7 @@ Manifest manifest_from_json(const json& j, const std::string& where) {
     c.num_tokens = field<int64_t>(s, "num_tokens", where);
     c.bytes = field<uint64_t>(s, "bytes", where);
     if (s.contains("skipped")) c.skipped = skipped_from_json(s.at("skipped"), where);
+    if (s.contains("checksum")) c.checksum = field<std::string>(s, "checksum", where);
     m.shards.push_back(std::move(c));
   }
   m.skipped = skipped_from_json(field<json>(j, "skipped", where), where);

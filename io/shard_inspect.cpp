@@ -36,6 +36,7 @@ InspectedShard inspect_shard(const std::filesystem::path& path) {
   }
   file.close();
   out.record.bytes = std::filesystem::file_size(path);
+  out.record.checksum = file_checksum(path);
   return out;
 }
 

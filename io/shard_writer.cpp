@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "kernels/hash.h"
+
 namespace e3::io {
 
 std::string shard_file_name(int64_t shard_index) { return fmt::format("shard-{:06d}.h5", shard_index); }
@@ -25,6 +27,26 @@ void fsync_path(const std::filesystem::path& path, bool directory) {
   // Some file systems refuse fsync on directories; the data is still written.
   E3_REQUIRE(rc == 0 || (directory && (err == EINVAL || err == EBADF)), ErrorKind::Output, "fsync {}: {}",
              path.string(), std::strerror(err));
+}
+
+std::string file_checksum(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  E3_REQUIRE(fd >= 0, ErrorKind::Output, "cannot open {} to checksum it: {}", path.string(), std::strerror(errno));
+  ContentHash hash;
+  std::vector<unsigned char> buf(8 << 20);
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      E3_THROW(ErrorKind::Output, "reading {}: {}", path.string(), std::strerror(err));
+    }
+    hash.update(buf.data(), static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return hash.hex();
 }
 
 ShardWriter::ShardWriter(const std::filesystem::path& out_dir, int64_t shard_index, const ShardAttributes& attrs)
@@ -212,6 +234,8 @@ void ShardWriter::close() {
 }
 
 CommittedShard ShardWriter::publish() {
+  // Hashed now, while the file is still in the page cache; verify recomputes it.
+  record_.checksum = file_checksum(temp_path_);
   fsync_path(temp_path_, false);
   std::error_code ec;
   std::filesystem::rename(temp_path_, final_path_, ec);

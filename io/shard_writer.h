@@ -49,6 +49,7 @@ struct CommittedShard {
   std::vector<int64_t> samples;
   int64_t num_tokens = 0;
   uint64_t bytes = 0;
+  std::string checksum;                // ContentHash of the file, hex; empty if not known
   std::vector<SkippedSample> skipped;  // samples of this shard left out for non-finite states
 };
 
@@ -106,6 +107,9 @@ class ShardWriter {
   uint64_t reserved_end_ = 0;  // blocks allocated up to here (beyond the file's size)
   bool can_reserve_ = true;    // false where the file system has no fallocate
 };
+
+// The ContentHash of a whole file, hex; throws an output error naming it.
+std::string file_checksum(const std::filesystem::path& path);
 
 // fsync a file or directory by path; throws an output error naming it.
 void fsync_path(const std::filesystem::path& path, bool directory);

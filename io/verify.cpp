@@ -131,6 +131,11 @@ class Verifier {
     E3_VERIFY(std::filesystem::exists(path), "{}: listed in the manifest but missing", where);
     const uint64_t size = std::filesystem::file_size(path);
     E3_VERIFY(size == s.bytes, "{}: {} bytes, the manifest says {} (truncated or rewritten)", where, size, s.bytes);
+    if (!s.checksum.empty()) {
+      const std::string sum = file_checksum(path);
+      E3_VERIFY(sum == s.checksum, "{}: checksum {} differs from the manifest's {} (changed after it was written)",
+                where, sum, s.checksum);
+    }
     const H5Id fapl = file_access_list();  // kept open: closing it would clear the error stack
     H5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
     E3_VERIFY(static_cast<bool>(file), "{}: not a readable HDF5 file: {}", where, hdf5_error_text());

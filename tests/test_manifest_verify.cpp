@@ -55,8 +55,8 @@ Manifest make_manifest() {
   m.num_samples = 5;
   m.num_shards = 3;
   m.complete = true;
-  m.shards.push_back({"shard-000000.h5", 0, {0, 1}, 17, 4096, {}});
-  m.shards.push_back({"shard-000002.h5", 2, {4}, 3, 2048, {{5, 7, "NaN in capture id 0 at token 1 of 2, column 7"}}});
+  m.shards.push_back({"shard-000000.h5", 0, {0, 1}, 17, 4096, "00112233445566ff", {}});
+  m.shards.push_back({"shard-000002.h5", 2, {4}, 3, 2048, "", {{5, 7, "NaN in capture id 0 at token 1 of 2, column 7"}}});
   m.skipped.push_back({3, 5, "longer than --max-seq-len"});
   return m;
 }
@@ -77,6 +77,7 @@ void expect_same(const Manifest& a, const Manifest& b) {
     EXPECT_EQ(a.shards[i].samples, b.shards[i].samples);
     EXPECT_EQ(a.shards[i].num_tokens, b.shards[i].num_tokens);
     EXPECT_EQ(a.shards[i].bytes, b.shards[i].bytes);
+    EXPECT_EQ(a.shards[i].checksum, b.shards[i].checksum);
     ASSERT_EQ(a.shards[i].skipped.size(), b.shards[i].skipped.size());
     for (size_t k = 0; k < a.shards[i].skipped.size(); ++k) {
       EXPECT_EQ(a.shards[i].skipped[k].index, b.shards[i].skipped[k].index);
@@ -327,6 +328,19 @@ TEST_F(VerifyOutput, FailsOnSizeMismatch) {
   const std::string msg = verify_error();
   EXPECT_HAS(msg, "shard-000002.h5");
   EXPECT_HAS(msg, "bytes");
+}
+
+TEST_F(VerifyOutput, FailsOnAByteChangedInPlace) {
+  build_good();
+  ASSERT_FALSE(m_.shards[1].checksum.empty());
+  {
+    std::fstream f(dir_ / "shard-000001.h5", std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(-64, std::ios::end);
+    f.put('\x5a');
+  }
+  const std::string msg = verify_error();
+  EXPECT_HAS(msg, "shard-000001.h5: checksum");
+  EXPECT_HAS(msg, "changed after it was written");
 }
 
 TEST_F(VerifyOutput, FailsOnNanInHiddenStates) {

@@ -19,6 +19,11 @@ expect_verify_fails() {
 }
 damaged truncated; head -c 5000 "$work/good/shard-000001.h5" > "$work/truncated/shard-000001.h5"
 expect_verify_fails truncated "shard-000001.h5: 5000 bytes, the manifest says"
+# One byte changed in place (same size): only the checksum can tell.
+damaged flipped
+size=$(stat -c %s "$work/flipped/shard-000001.h5")
+printf '\x5a' | dd of="$work/flipped/shard-000001.h5" bs=1 seek=$((size - 100)) conv=notrunc status=none
+expect_verify_fails flipped "shard-000001.h5: checksum [0-9a-f]* differs from the manifest's"
 damaged missing; rm "$work/missing/shard-000002.h5"
 expect_verify_fails missing "shard-000002.h5: listed in the manifest but missing"
 damaged stray; cp "$work/good/shard-000000.h5" "$work/stray/shard-000009.h5"

@@ -88,7 +88,8 @@ class ShardWriter {
  private:
   // Makes sure the next `bytes` that HDF5 appends cannot fail for lack of space. HDF5 1.10
   // cannot close a file after a failed write (and then crashes at exit), so a full disk must
-  // be met here, with a clean error, and never inside HDF5.
+  // be met here, with a clean error, and never inside HDF5. Blocks are reserved (fallocate)
+  // only once the file system is nearly full.
   void reserve(uint64_t bytes);
   void release_reservation();
   std::filesystem::path out_dir_;
@@ -106,6 +107,7 @@ class ShardWriter {
   int reserve_fd_ = -1;        // the temporary file, for fallocate
   uint64_t reserved_end_ = 0;  // blocks allocated up to here (beyond the file's size)
   bool can_reserve_ = true;    // false where the file system has no fallocate
+  bool reserving_ = false;     // the file system was found nearly full: reserve ahead
 };
 
 // The ContentHash of a whole file, hex; throws an output error naming it.

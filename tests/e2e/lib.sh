@@ -41,3 +41,12 @@ expect_failure() {
   [ "$n" -eq 1 ] || { cat "$LOG"; fail "$n critical lines, expected exactly 1"; }
   if compgen -G "$out/*.h5" > /dev/null; then fail "a final-named shard was left in $out"; fi
 }
+
+# same_samples REF DIR WHAT: every shard of REF has a twin in DIR holding the same /samples,
+# value for value.
+same_samples() {
+  local f
+  for f in "$1"/shard-*.h5; do
+    h5diff "$f" "$2/$(basename "$f")" /samples /samples > /dev/null || fail "$3: $(basename "$f") differs"
+  done
+}

@@ -211,14 +211,18 @@ void AsyncStepWriter::finish(bool all_written) {
 void AsyncStepWriter::run() {
   for (;;) {
     Job job;
+    bool failed;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
       if (queue_.empty()) return;
       job = std::move(queue_.front());
       queue_.pop_front();
+      failed = static_cast<bool>(error_);
     }
-    try {
+    // After a failure the steps still queued are dropped unwritten: the first error is the
+    // root cause the job reports, and shards must not move on past it.
+    if (!failed) try {
       backend_.wait_ticket(job.ticket);
       if (spdlog::should_log(spdlog::level::debug) && !job.samples.empty()) {
         const StepSample& last = job.samples.back();
@@ -228,7 +232,7 @@ void AsyncStepWriter::run() {
       committer_.write(job.samples, capture_, job.slot);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);
-      error_ = std::current_exception();
+      if (!error_) error_ = std::current_exception();
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -151,6 +151,7 @@ class CudaBackend final : public Backend {
     E3_REQUIRE(cc_ >= 80, ErrorKind::Usage, "GPU {} ({}) has compute capability {}.{}; the CUDA backend needs 8.0+",
                device_, name_, prop.major, prop.minor);
     gemm_ = std::make_unique<cuda::Gemm>();
+    hopper_gemm_ = cuda::hopper_grouped_gemm_built(device_);
     ring_ = std::make_unique<UploadRing>();
     E3_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     for (Ticket& t : tickets_) {
@@ -176,7 +177,8 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   std::string device_description() const override {
-    return fmt::format("GPU {} ({}, sm_{}, {:.0f} GiB)", device_, name_, cc_, static_cast<double>(memory_) / (1u << 30));
+    return fmt::format("GPU {} ({}, sm_{}, {:.0f} GiB, {} grouped GEMM)", device_, name_, cc_,
+                       static_cast<double>(memory_) / (1u << 30), hopper_gemm_ ? "wgmma" : "mma.sync");
   }
   std::string device_id() const override {
     char bus[32] = {};
@@ -313,9 +315,9 @@ class CudaBackend final : public Backend {
   }
   void moe_experts(Tensor x, Tensor ids, Tensor weights, const ExpertStack& experts, Tensor out,
                    Tensor scratch) override {
-    if (!profiler_) return cuda::moe_experts(x, ids, weights, experts, out, scratch, stream_);
+    if (!profiler_) return cuda::moe_experts(x, ids, weights, experts, out, scratch, hopper_gemm_, stream_);
     int open = -1;  // each phase timed on its own
-    cuda::moe_experts(x, ids, weights, experts, out, scratch, stream_, [&](const char* phase) {
+    cuda::moe_experts(x, ids, weights, experts, out, scratch, hopper_gemm_, stream_, [&](const char* phase) {
       if (open >= 0) profiler_->end(open);
       open = phase ? profiler_->begin(phase) : -1;
     });
@@ -343,6 +345,7 @@ class CudaBackend final : public Backend {
 
   int device_;
   int cc_ = 0;
+  bool hopper_gemm_ = false;  // the sm_90a grouped expert GEMM runs on this GPU
   std::string name_;
   size_t memory_ = 0;
   cudaStream_t stream_ = nullptr;

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "kernels/cuda_common.cuh"
+#include "kernels/grouped_gemm_cuda.cuh"
 #include "kernels/ops_cuda.h"
 
 namespace e3::kernels::cuda {
@@ -252,18 +252,6 @@ constexpr size_t gemm_smem() {
   return sizeof(bf16) * STAGES * (kGBM + kGBN) * (BK + kGPad);
 }
 
-struct GroupedArgs {
-  const bf16* a;  // [rows, K]: rows of expert e are [row_offsets[e], row_offsets[e+1]), or with
-                  // a_rows, row r is row a_rows[r] of a (the unpermuted tokens, read in place)
-  const int32_t* a_rows;
-  int64_t lda;
-  const bf16* w;  // [experts * N, K]: expert e's rows [e N, (e+1) N)
-  bf16* c;        // [rows, N], or [rows, N / 2] with FUSE_SILU
-  const int32_t* row_offsets;
-  const int32_t* tile_offsets;
-  int experts, n, k;
-};
-
 // C_e = A_e W_e^T for every local expert in one launch. blockIdx.x walks all (expert, m-tile)
 // pairs found on the device; blocks past the last tile exit at once.
 //
@@ -398,10 +386,23 @@ void launch_grouped(const GroupedArgs& g, int64_t max_rows, cudaStream_t s) {
   E3_CUDA_LAUNCH_CHECK("grouped_gemm");
 }
 
-// Tile shapes to compare on a device (E3_GEMM_VARIANT): 0 = BK 32 x 3 stages, 1 = BK 64 x 3,
-// 2 = BK 32 x 4, 3 = BK 64 x 2.
+// The kernel behind the grouped GEMMs (E3_GEMM_VARIANT, to compare them on a device): unset =
+// the Hopper wgmma kernel where it is built for the GPU, else the portable one; 0 = portable
+// BK 32 x 3 stages, 1 = BK 64 x 3, 2 = BK 32 x 4, 3 = BK 64 x 2; 4 = Hopper (an error where
+// it is not available).
+constexpr int kAutoVariant = -1, kHopperVariant = 4;
+
+int gemm_variant(bool hopper_available) {
+  const char* v = std::getenv("E3_GEMM_VARIANT");
+  const int variant = v && *v ? std::atoi(v) : kAutoVariant;
+  E3_REQUIRE(variant != kHopperVariant || hopper_available, ErrorKind::Usage,
+             "E3_GEMM_VARIANT=4 asks for the sm_90a grouped GEMM, which this GPU or build lacks");
+  if (variant == kAutoVariant) return hopper_available ? kHopperVariant : 0;
+  return variant;
+}
+
 template <bool FUSE>
-void grouped_gemm(const GroupedArgs& g, int64_t max_rows, cudaStream_t s, int variant) {
+void grouped_gemm_portable(const GroupedArgs& g, int64_t max_rows, cudaStream_t s, int variant) {
   switch (variant) {
     case 1: return launch_grouped<64, 3, FUSE>(g, max_rows, s);
     case 2: return launch_grouped<32, 4, FUSE>(g, max_rows, s);
@@ -410,9 +411,10 @@ void grouped_gemm(const GroupedArgs& g, int64_t max_rows, cudaStream_t s, int va
   }
 }
 
-int gemm_variant() {
-  const char* v = std::getenv("E3_GEMM_VARIANT");
-  return v ? std::atoi(v) : 0;
+void grouped_gemm(const GroupedArgs& g, bool fuse, int64_t max_rows, cudaStream_t s, int variant) {
+  if (variant == kHopperVariant) return grouped_gemm_hopper(g, fuse, max_rows, s);
+  if (fuse) grouped_gemm_portable<true>(g, max_rows, s, variant);
+  else grouped_gemm_portable<false>(g, max_rows, s, variant);
 }
 
 bool fuse_silu() {
@@ -446,7 +448,7 @@ size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape) {
 }
 
 void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& ex, Tensor out, Tensor scratch,
-                 cudaStream_t s, const MoePhaseHook& hook) {
+                 bool hopper_gemm, cudaStream_t s, const MoePhaseHook& hook) {
   const int64_t M = x.rows, H = x.cols, I = ex.intermediate;
   const int K = static_cast<int>(topk_ids.cols), E = ex.num_experts;
   E3_REQUIRE(x.dtype == DType::BF16 && out.dtype == DType::F32 && topk_ids.contiguous() && topk_weights.contiguous() &&
@@ -467,24 +469,25 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
   mark("moe_dispatch");
   E3_CUDA_CHECK(cudaMemsetAsync(l.pair_row, 0xff, static_cast<size_t>(pairs) * 4, s));
   count_kernel<<<E, kDispatchThreads, 0, s>>>(topk_ids.as<int32_t>(), pairs, ex.first_expert, l.counts);
-  scan_kernel<<<1, 32, 0, s>>>(l.counts, E, kGBM, l.row_offsets, l.tile_offsets);
+  const int variant = gemm_variant(hopper_gemm);
+  const int tile_rows = variant == kHopperVariant ? grouped_gemm_hopper_tile_rows() : kGBM;
+  scan_kernel<<<1, 32, 0, s>>>(l.counts, E, tile_rows, l.row_offsets, l.tile_offsets);
   fill_kernel<<<E, kDispatchThreads, 0, s>>>(topk_ids.as<int32_t>(), topk_weights.as<float>(), pairs, K,
                                              ex.first_expert, l.row_offsets, l.perm_token, l.perm_weight, l.pair_row);
   E3_CUDA_LAUNCH_CHECK("moe dispatch");
 
-  const int variant = gemm_variant();
   const GroupedArgs gate_up{x.as<bf16>(), l.perm_token, x.stride, ex.gate_up.as<bf16>(), nullptr, l.row_offsets,
                             l.tile_offsets, E, static_cast<int>(2 * I), static_cast<int>(H)};
   if (fuse_silu()) {
     mark("moe_gemm_gate_up_silu");  // A rows gathered from x by token, in place; silu(g) * u in the epilogue
     GroupedArgs fused = gate_up;
     fused.c = l.act;
-    grouped_gemm<true>(fused, max_rows, s, variant);
+    grouped_gemm(fused, true, max_rows, s, variant);
   } else {
     mark("moe_gemm_gate_up");
     GroupedArgs plain = gate_up;
     plain.c = l.gate_up;
-    grouped_gemm<false>(plain, max_rows, s, variant);
+    grouped_gemm(plain, false, max_rows, s, variant);
     mark("moe_silu");
     const unsigned cols_blocks = std::min<unsigned>(blocks_for(I, 256), 64u);
     for (int64_t r0 = 0; r0 < max_rows; r0 += 65535) {
@@ -496,9 +499,9 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
   }
 
   mark("moe_gemm_down");
-  grouped_gemm<false>({l.act, nullptr, I, ex.down.as<bf16>(), l.y, l.row_offsets, l.tile_offsets, E,
-                       static_cast<int>(H), static_cast<int>(I)},
-                      max_rows, s, variant);
+  grouped_gemm({l.act, nullptr, I, ex.down.as<bf16>(), l.y, l.row_offsets, l.tile_offsets, E, static_cast<int>(H),
+                static_cast<int>(I)},
+               false, max_rows, s, variant);
 
   mark("moe_combine");
   combine_kernel<<<static_cast<unsigned>(M), 256, 0, s>>>(l.pair_row, l.perm_weight, l.y, K, out.as<float>(),

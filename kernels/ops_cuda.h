@@ -36,9 +36,13 @@ void moe_route(Tensor logits, const Tensor* correction_bias, const RouterParams&
                Tensor topk_weights, cudaStream_t s);                            // moe_cuda.cu
 // Called at the start of each phase of moe_experts (and with null at the end), for profiling.
 using MoePhaseHook = std::function<void(const char* phase)>;
+// hopper_gemm: the GPU runs the sm_90a grouped GEMM (hopper_grouped_gemm_built).
 void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& experts, Tensor out,
-                 Tensor scratch, cudaStream_t s, const MoePhaseHook& hook = {});  // moe_cuda.cu
+                 Tensor scratch, bool hopper_gemm, cudaStream_t s, const MoePhaseHook& hook = {});  // moe_cuda.cu
 size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape);         // moe_cuda.cu
+// Whether `device` is sm_90 and this binary carries the sm_90a image of the wgmma grouped
+// GEMM (grouped_gemm_sm90.cu). Runs a probe kernel and waits for it: call once, at start-up.
+bool hopper_grouped_gemm_built(int device);
 
 // y = x w^T (+ bias) through cuBLASLt (gemm_cuda.cpp). Plans are cached per shape; a cache
 // miss costs a host-side heuristic query, never a device allocation or a sync.

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "kernels/backend.h"
 #include "support/test_support.h"
@@ -313,16 +315,29 @@ TEST_F(CudaKernel, RouterPicksTheSameExperts) {
   }
 }
 
+bool runs_wgmma(const Backend& gpu) { return gpu.device_description().find("wgmma grouped GEMM") != std::string::npos; }
+
+TEST_F(CudaKernel, HopperGpusRunTheWgmmaGroupedGemm) {
+  const std::string d = gpu_->device_description();
+  if (d.find("sm_90,") == std::string::npos) GTEST_SKIP() << "not an sm_90 GPU: " << d;
+  EXPECT_TRUE(runs_wgmma(*gpu_)) << d << ": the build lacks the sm_90a image (CMAKE_CUDA_ARCHITECTURES without 90a)";
+}
+
 TEST_F(CudaKernel, ExpertsOfOneRankMatchTheCpuTwin) {
-  // Every grouped-GEMM tile shape, with and without the silu fused into its epilogue, and
-  // experts with more rows than one 128-row tile.
-  for (const char* variant : {"0", "1", "2", "3"})
+  // Every grouped-GEMM kernel and tile shape (4: the Hopper wgmma kernel), with and without
+  // the silu fused into its epilogue; experts with more rows than one 128-row tile, K shorter
+  // than one k-tile and longer than the pipeline, N across several column tiles with a
+  // partial last one.
+  std::vector<const char*> variants{"0", "1", "2", "3"};
+  if (runs_wgmma(*gpu_)) variants.push_back("4");
+  for (const char* variant : variants)
     for (const char* unfused : {"0", "1"}) {
       setenv("E3_GEMM_VARIANT", variant, 1);
       setenv("E3_MOE_UNFUSED", unfused, 1);
       SCOPED_TRACE(fmt::format("variant {} unfused {}", variant, unfused));
       check_experts(150, 64, 48);
       check_experts(700, 96, 40);
+      check_experts(1100, 328, 200);
     }
   unsetenv("E3_GEMM_VARIANT");
   unsetenv("E3_MOE_UNFUSED");

@@ -1,0 +1,28 @@
+// The grouped expert GEMM shared by moe_cuda.cu (the portable mma.sync kernel and the
+// dispatch) and grouped_gemm_sm90.cu (the Hopper wgmma kernel).
+#pragma once
+
+#include "kernels/cuda_common.cuh"
+#include "kernels/ops_cuda.h"
+
+namespace e3::kernels::cuda {
+
+struct GroupedArgs {
+  const bf16* a;  // [rows, K]: rows of expert e are [row_offsets[e], row_offsets[e+1]), or with
+                  // a_rows, row r is row a_rows[r] of a (the unpermuted tokens, read in place)
+  const int32_t* a_rows;
+  int64_t lda;
+  const bf16* w;  // [experts * N, K]: expert e's rows [e N, (e+1) N)
+  bf16* c;        // [rows, N], or [rows, N / 2] with the silu fused
+  const int32_t* row_offsets;
+  const int32_t* tile_offsets;  // in tiles of the kernel's own row count
+  int experts, n, k;
+};
+
+// C_e = A_e W_e^T for every expert in one launch on sm_90 (wgmma). With fuse_silu, W_e is
+// [gate (N/2 rows); up (N/2 rows)] and C gets silu(gate) * up. tile_offsets must count tiles
+// of grouped_gemm_hopper_tile_rows() rows; max_rows bounds the rows over all experts.
+void grouped_gemm_hopper(const GroupedArgs& g, bool fuse_silu, int64_t max_rows, cudaStream_t s);
+int grouped_gemm_hopper_tile_rows();
+
+}  // namespace e3::kernels::cuda

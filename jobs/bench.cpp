@@ -224,6 +224,7 @@ int run_bench(const BenchOptions& o, const parallel::Grid& grid) {
 
   for (int i = 0; i < o.warmup; ++i) m->forward(batch, &sink);
   backend->synchronize();
+  backend->profile_reset();
   E3_MPI_CHECK(MPI_Barrier(grid.world()));
   const auto t0 = Clock::now();
   for (int i = 0; i < o.iters; ++i) m->forward(batch, &sink);
@@ -242,7 +243,7 @@ int run_bench(const BenchOptions& o, const parallel::Grid& grid) {
   const double tflops = flops_per_token(o.config, o.num_layers, o.seq) * tok_s / 1e12;
   const double mfu = ceiling > 0 ? tflops / (ceiling * grid.world_size()) : 0.0;
   if (grid.is_leader()) {
-    if (!profile.empty()) std::printf("GPU time by op over %d warm-up and %d timed steps:\n%s", o.warmup, o.iters, profile.c_str());
+    if (!profile.empty()) std::printf("GPU time by op over %d timed steps (warm-up excluded):\n%s", o.iters, profile.c_str());
     json line{{"config", o.config.string()},
                      {"model_type", cfg.model_type},
                      {"layers", L},

@@ -109,6 +109,8 @@ class Backend {
   // With E3_PROFILE=1 in the environment, the CUDA backend times every op with events; this
   // returns the table (op, calls, total ms, share) of what ran so far, else "".
   virtual std::string profile_report() { return ""; }
+  // Forgets the op times so far (the warm-up's include one-off costs such as lazy module loads).
+  virtual void profile_reset() {}
 
   // dst = src (same shape; strides allowed; dtypes may differ: converted), on the device.
   virtual void copy(Tensor src, Tensor dst) = 0;

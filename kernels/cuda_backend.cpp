@@ -97,6 +97,10 @@ class OpProfiler {
     return used_++;
   }
   void end(int i) { E3_CUDA_CHECK(cudaEventRecord(pairs_[i].end, stream_)); }
+  void reset() {
+    collect();
+    totals_.clear();
+  }
   // A stable name for a label made at run time.
   const char* label(std::string name) { return labels_.insert(std::move(name)).first->c_str(); }
   std::string report() {
@@ -150,8 +154,8 @@ class CudaBackend final : public Backend {
     cc_ = prop.major * 10 + prop.minor;
     E3_REQUIRE(cc_ >= 80, ErrorKind::Usage, "GPU {} ({}) has compute capability {}.{}; the CUDA backend needs 8.0+",
                device_, name_, prop.major, prop.minor);
-    gemm_ = std::make_unique<cuda::Gemm>();
     hopper_gemm_ = cuda::hopper_grouped_gemm_built(device_);
+    gemm_ = std::make_unique<cuda::Gemm>();
     ring_ = std::make_unique<UploadRing>();
     E3_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     for (Ticket& t : tickets_) {
@@ -331,6 +335,9 @@ class CudaBackend final : public Backend {
   }
 
   std::string profile_report() override { return profiler_ ? profiler_->report() : ""; }
+  void profile_reset() override {
+    if (profiler_) profiler_->reset();
+  }
 
  private:
   // Brackets one op with profiling events when profiling is on.

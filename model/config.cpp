@@ -273,6 +273,89 @@ const char* family_name(Family f) {
   return "?";
 }
 
+std::string QuantConfig::describe() const {
+  switch (method) {
+    case Method::None: return "none";
+    case Method::Fp8Block: return fmt::format("fp8 e4m3, {}x{} blocks", block_rows, block_cols);
+    case Method::Int4Pack: return fmt::format("int4 pack-quantized, symmetric, group {}", group_size);
+  }
+  return "?";
+}
+
+namespace {
+
+QuantConfig parse_fp8(const json& q, const std::string& where) {
+  QuantConfig c;
+  c.method = QuantConfig::Method::Fp8Block;
+  const Keys k(q, where + " quantization_config");
+  const std::string fmt_name = k.string_or("fmt", "e4m3");
+  E3_REQUIRE(fmt_name == "e4m3", ErrorKind::Model, "{} quantization_config: fp8 fmt '{}' is not supported (only e4m3)",
+             where, fmt_name);
+  E3_REQUIRE(q.contains("weight_block_size") && q["weight_block_size"].is_array() && q["weight_block_size"].size() == 2 &&
+                 q["weight_block_size"][0].is_number_integer() && q["weight_block_size"][1].is_number_integer() &&
+                 q["weight_block_size"][0].get<int64_t>() > 0 && q["weight_block_size"][1].get<int64_t>() > 0,
+             ErrorKind::Model,
+             "{} quantization_config: fp8 needs weight_block_size [rows, cols] (block-scaled weights); per-tensor "
+             "fp8 scales are not supported",
+             where);
+  c.block_rows = q["weight_block_size"][0].get<int64_t>();
+  c.block_cols = q["weight_block_size"][1].get<int64_t>();
+  return c;
+}
+
+QuantConfig parse_compressed_tensors(const json& q, const std::string& where) {
+  const std::string at = where + " quantization_config";
+  QuantConfig c;
+  c.method = QuantConfig::Method::Int4Pack;
+  const std::string format = Keys(q, at).string_or("format", "");
+  E3_REQUIRE(format == "pack-quantized", ErrorKind::Model,
+             "{}: compressed-tensors format '{}' is not supported (only pack-quantized int4)", at, format);
+  E3_REQUIRE(q.contains("config_groups") && q["config_groups"].is_object() && !q["config_groups"].empty(),
+             ErrorKind::Model, "{}: compressed-tensors without config_groups", at);
+  bool first = true;
+  for (const auto& [name, group] : q["config_groups"].items()) {
+    const std::string g = at + " config_groups." + name;
+    E3_REQUIRE(group.is_object() && group.contains("weights") && group["weights"].is_object(), ErrorKind::Model,
+               "{}: no weights scheme", g);
+    const json& w = group["weights"];
+    const Keys k(w, g + ".weights");
+    const int64_t bits = k.integer_or("num_bits", 0);
+    E3_REQUIRE(bits == 4, ErrorKind::Model, "{}.weights: num_bits {} is not supported (only 4)", g, bits);
+    const std::string type = k.string_or("type", "int");
+    E3_REQUIRE(type == "int", ErrorKind::Model, "{}.weights: type '{}' is not supported (only int)", g, type);
+    E3_REQUIRE(k.boolean_or("symmetric", false), ErrorKind::Model,
+               "{}.weights: asymmetric int4 (zero points) is not supported; only symmetric", g);
+    const std::string strategy = k.string_or("strategy", "");
+    E3_REQUIRE(strategy == "group", ErrorKind::Model, "{}.weights: strategy '{}' is not supported (only group)", g,
+               strategy);
+    const int64_t group_size = k.integer_or("group_size", 0);
+    E3_REQUIRE(group_size > 0, ErrorKind::Model, "{}.weights: group_size must be positive", g);
+    E3_REQUIRE(!group.contains("input_activations") || group["input_activations"].is_null(), ErrorKind::Model,
+               "{}: activation quantization (input_activations) is not supported; weights only (W4A16)", g);
+    E3_REQUIRE(first || group_size == c.group_size, ErrorKind::Model,
+               "{}: group_size {} differs from another group's {}", g, group_size, c.group_size);
+    c.group_size = group_size;
+    first = false;
+  }
+  return c;
+}
+
+// quantization_config of the text model, or of the wrapper around it.
+QuantConfig parse_quant(const json& text, const json& whole, const std::string& where) {
+  const json* q = nullptr;
+  if (text.contains("quantization_config")) q = &text["quantization_config"];
+  else if (whole.contains("quantization_config")) q = &whole["quantization_config"];
+  if (!q || q->is_null()) return {};
+  E3_REQUIRE(q->is_object(), ErrorKind::Model, "{}: quantization_config is not an object", where);
+  const std::string method = Keys(*q, where + " quantization_config").string_or("quant_method", "");
+  if (method == "fp8") return parse_fp8(*q, where);
+  if (method == "compressed-tensors") return parse_compressed_tensors(*q, where);
+  E3_THROW(ErrorKind::Model, "{}: quantization_config.quant_method '{}' is not supported (fp8 block-scaled or "
+           "compressed-tensors pack-quantized int4)", where, method);
+}
+
+}  // namespace
+
 ModelConfig parse_model_config(const json& whole, const std::filesystem::path& source) {
   std::string where = source.string();
   E3_REQUIRE(whole.is_object(), ErrorKind::Model, "{}: not a JSON object", where);
@@ -345,6 +428,7 @@ ModelConfig parse_model_config(const json& whole, const std::filesystem::path& s
     c.head_dim = c.mla.qk_rope_head_dim;  // as HF: the rotary dimension
   }
   if (c.family == Family::Qwen3Moe || c.is_mla()) c.moe = parse_moe(doc, k, c.family, c.num_hidden_layers);
+  c.quant = parse_quant(doc, whole, where);
   c.fingerprint = Fnv1a().update(whole.dump()).hex();
   return c;
 }

@@ -61,6 +61,16 @@ struct MoeConfig {
   bool has_correction_bias() const { return topk_method == "noaux_tc"; }
 };
 
+// How a checkpoint's linear weights are quantized (quantization_config). Which tensors are
+// quantized follows the checkpoint's contents; this says how to read those that are.
+struct QuantConfig {
+  enum class Method { None, Fp8Block, Int4Pack };
+  Method method = Method::None;
+  int64_t block_rows = 128, block_cols = 128;  // fp8: weight_block_size
+  int64_t group_size = 32;                      // int4: the group of columns sharing a scale
+  std::string describe() const;                 // for the startup line and errors
+};
+
 struct ModelConfig {
   std::filesystem::path source;   // the config.json it came from
   std::string architecture;       // architectures[0], or "" when absent
@@ -89,6 +99,7 @@ struct ModelConfig {
   RopeConfig rope;
   MlaConfig mla;  // DeepSeek families only
   MoeConfig moe;  // Qwen3-MoE and DeepSeek families
+  QuantConfig quant;
   // Tensor names are prefixed with this (Kimi-K2.5 keeps its text model under language_model.).
   std::string tensor_prefix;
   std::string fingerprint;

@@ -35,6 +35,7 @@ class DecoderModel final : public Model {
     E3_REQUIRE(opt.max_tokens > 0 && opt.max_seq_len > 0, ErrorKind::Internal, "model options unset");
     check_tensor_parallel(config_, opt.tp_size);
     WeightLoader loader(ckpt, backend_, store_, config_.tensor_prefix);
+    loader.set_quantization(config_.quant);
     if (random_seed) loader.fill_random(*random_seed);  // the same on every rank: replicated weights agree
     TpSlice tp{opt.tp_rank, opt.tp_size};
     parts_ = config_.is_mla() ? build_deepseek(config_, tp, loader) : build_llama_family(config_, tp, loader);

@@ -1,11 +1,15 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "kernels/error.h"
+#include "kernels/quant.h"
 
 namespace e3::model {
 
@@ -67,34 +71,160 @@ void WeightLoader::load_into(const WeightSpec& spec, kernels::Tensor dst) {
   if (!ckpt_ || rows == 0 || cols == 0) return;
 
   const std::string name = prefix_ + spec.name;
-  const TensorInfo& info = ckpt_->require(name);
-  const SafetensorsFile& file = ckpt_->file_of(name);
-  E3_REQUIRE(info.shape == spec.shape, ErrorKind::Model, "tensor '{}' in {} has shape {}, expected [{}]",
-             name, file.path().string(), info.shape_str(), fmt::join(spec.shape, ", "));
-  kernels::DType src_type;
-  switch (info.dtype) {
-    case StDType::F32: src_type = kernels::DType::F32; break;
-    case StDType::BF16: src_type = kernels::DType::BF16; break;
-    case StDType::F16: src_type = kernels::DType::F16; break;
-    default:
-      E3_THROW(ErrorKind::Model, "tensor '{}' in {} has dtype {}; expected BF16, F16 or F32", name,
-               file.path().string(), st_dtype_name(info.dtype));
-  }
-  // Only the slice's rows are read from the map: a rank never touches another rank's bytes
-  // of a row-split tensor.
   staging_.resize(static_cast<size_t>(rows * cols));
-  const size_t elem = st_dtype_size(info.dtype);
-  const uint8_t* base = file.data(info);
-  const uint8_t* first = base + static_cast<size_t>(spec.row_begin * spec.full_cols() + spec.col_begin) * elem;
-  const size_t span = static_cast<size_t>(((rows - 1) * spec.full_cols() + cols)) * elem;
-  file.map().will_need(first, span);
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* src = base + (static_cast<size_t>((spec.row_begin + r) * spec.full_cols() + spec.col_begin)) * elem;
-    kernels::convert_to_float(src, src_type, staging_.data() + r * cols, static_cast<size_t>(cols));
+  if (!dequantize_slice(spec, name)) {
+    const TensorInfo& info = ckpt_->require(name);
+    const SafetensorsFile& file = ckpt_->file_of(name);
+    E3_REQUIRE(info.shape == spec.shape, ErrorKind::Model, "tensor '{}' in {} has shape {}, expected [{}]", name,
+               file.path().string(), info.shape_str(), fmt::join(spec.shape, ", "));
+    kernels::DType src_type;
+    switch (info.dtype) {
+      case StDType::F32: src_type = kernels::DType::F32; break;
+      case StDType::BF16: src_type = kernels::DType::BF16; break;
+      case StDType::F16: src_type = kernels::DType::F16; break;
+      default:
+        E3_THROW(ErrorKind::Model, "tensor '{}' in {} has dtype {}; expected BF16, F16 or F32", name,
+                 file.path().string(), st_dtype_name(info.dtype));
+    }
+    // Only the slice's rows are read from the map: a rank never touches another rank's bytes
+    // of a row-split tensor.
+    const size_t elem = st_dtype_size(info.dtype);
+    const uint8_t* base = file.data(info);
+    const uint8_t* first = base + static_cast<size_t>(spec.row_begin * spec.full_cols() + spec.col_begin) * elem;
+    const size_t span = static_cast<size_t>(((rows - 1) * spec.full_cols() + cols)) * elem;
+    file.map().will_need(first, span);
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* src = base + (static_cast<size_t>((spec.row_begin + r) * spec.full_cols() + spec.col_begin)) * elem;
+      kernels::convert_to_float(src, src_type, staging_.data() + r * cols, static_cast<size_t>(cols));
+    }
+    file.map().done_with(first, span);
   }
-  file.map().done_with(first, span);
   E3_REQUIRE(dst.contiguous(), ErrorKind::Internal, "weight destination {} is strided", dst.shape_str());
   backend_.upload_float(dst, staging_.data());
+}
+
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The bytes of rows [row0, row0 + rows) of a row-major tensor, paged in for the read.
+struct RowSpan {
+  const SafetensorsFile& file;
+  const uint8_t* first;
+  size_t bytes;
+  RowSpan(const SafetensorsFile& f, const TensorInfo& info, int64_t row0, int64_t rows) : file(f) {
+    const size_t row_bytes = static_cast<size_t>(info.numel() / std::max<int64_t>(info.shape[0], 1)) *
+                             st_dtype_size(info.dtype);
+    first = f.data(info) + static_cast<size_t>(row0) * row_bytes;
+    bytes = static_cast<size_t>(rows) * row_bytes;
+    file.map().will_need(first, bytes);
+  }
+  ~RowSpan() { file.map().done_with(first, bytes); }
+};
+
+}  // namespace
+
+bool WeightLoader::dequantize_slice(const WeightSpec& spec, const std::string& name) {
+  constexpr std::string_view kSuffix = ".weight";
+  if (name.size() <= kSuffix.size() || name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
+    return false;
+  const std::string base = name.substr(0, name.size() - kSuffix.size());
+  if (!ckpt_->contains(name) && ckpt_->contains(base + ".weight_packed")) {
+    dequantize_int4(spec, base);
+    return true;
+  }
+  if (ckpt_->contains(name) && ckpt_->require(name).dtype == StDType::F8_E4M3) {
+    dequantize_fp8(spec, name, base);
+    return true;
+  }
+  return false;
+}
+
+void WeightLoader::dequantize_fp8(const WeightSpec& spec, const std::string& name, const std::string& base) {
+  const TensorInfo& info = ckpt_->require(name);
+  const std::string file = ckpt_->file_of(name).path().string();
+  E3_REQUIRE(quant_.method == QuantConfig::Method::Fp8Block, ErrorKind::Model,
+             "tensor '{}' in {} is F8_E4M3, but config.json's quantization_config is {} (expected quant_method fp8 "
+             "with weight_block_size)", name, file, quant_.describe());
+  E3_REQUIRE(info.shape == spec.shape, ErrorKind::Model, "tensor '{}' in {} has shape {}, expected {}", name, file,
+             info.shape_str(), shape_text(spec.shape));
+  E3_REQUIRE(spec.shape.size() == 2, ErrorKind::Model, "FP8 tensor '{}' in {} is not 2-D", name, file);
+  const std::string scale_name = base + ".weight_scale_inv";
+  E3_REQUIRE(ckpt_->contains(scale_name), ErrorKind::Model,
+             "FP8 tensor '{}' in {} has no scale: '{}' is missing", name, file, scale_name);
+  const TensorInfo& scale = ckpt_->require(scale_name);
+  const std::string scale_file = ckpt_->file_of(scale_name).path().string();
+  const int64_t R = spec.shape[0], C = spec.shape[1];
+  const std::vector<int64_t> want{ceil_div(R, quant_.block_rows), ceil_div(C, quant_.block_cols)};
+  E3_REQUIRE(scale.shape == want, ErrorKind::Model,
+             "scale '{}' in {} has shape {}, expected {} (one per {}x{} block of {} {})", scale_name, scale_file,
+             scale.shape_str(), shape_text(want), quant_.block_rows, quant_.block_cols, name, info.shape_str());
+  E3_REQUIRE(scale.dtype == StDType::F32 || scale.dtype == StDType::BF16, ErrorKind::Model,
+             "scale '{}' in {} has dtype {}; expected F32 or BF16", scale_name, scale_file, st_dtype_name(scale.dtype));
+  const int64_t r0 = spec.row_begin, rows = spec.slice_rows();
+  const RowSpan q_rows(ckpt_->file_of(name), info, r0, rows);
+  const kernels::Fp8BlockWeight w{ckpt_->file_of(name).data(info), ckpt_->file_of(scale_name).data(scale),
+                                  scale.dtype == StDType::F32 ? kernels::ScaleType::F32 : kernels::ScaleType::BF16, R,
+                                  C, quant_.block_rows, quant_.block_cols};
+  kernels::dequantize_block(w, r0, rows, spec.col_begin, spec.slice_cols(), staging_.data());
+}
+
+void WeightLoader::dequantize_int4(const WeightSpec& spec, const std::string& base) {
+  const std::string packed_name = base + ".weight_packed", scale_name = base + ".weight_scale",
+                    shape_name = base + ".weight_shape";
+  const TensorInfo& packed = ckpt_->require(packed_name);
+  const SafetensorsFile& file = ckpt_->file_of(packed_name);
+  const std::string path = file.path().string();
+  E3_REQUIRE(quant_.method == QuantConfig::Method::Int4Pack, ErrorKind::Model,
+             "tensor '{}' in {} is INT4 pack-quantized, but config.json's quantization_config is {} (expected "
+             "compressed-tensors pack-quantized)", packed_name, path, quant_.describe());
+  E3_REQUIRE(spec.shape.size() == 2, ErrorKind::Model, "INT4 tensor '{}' in {} stands for a weight of shape {}, "
+             "not 2-D", packed_name, path, shape_text(spec.shape));
+  E3_REQUIRE(ckpt_->contains(shape_name), ErrorKind::Model, "INT4 tensor '{}' in {}: '{}' is missing", packed_name,
+             path, shape_name);
+  const TensorInfo& shape = ckpt_->require(shape_name);
+  E3_REQUIRE((shape.dtype == StDType::I32 || shape.dtype == StDType::I64) && shape.numel() == 2, ErrorKind::Model,
+             "'{}' in {} is {} {}; expected I32 or I64 [2]", shape_name, ckpt_->file_of(shape_name).path().string(),
+             st_dtype_name(shape.dtype), shape.shape_str());
+  std::vector<int64_t> stored(2);
+  for (int i = 0; i < 2; ++i) {
+    const uint8_t* p = ckpt_->file_of(shape_name).data(shape) + i * st_dtype_size(shape.dtype);
+    if (shape.dtype == StDType::I64) {
+      std::memcpy(&stored[static_cast<size_t>(i)], p, 8);
+    } else {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      stored[static_cast<size_t>(i)] = v;
+    }
+  }
+  E3_REQUIRE(stored == spec.shape, ErrorKind::Model, "INT4 weight '{}' in {} has weight_shape {}, expected {}",
+             base + ".weight", path, shape_text(stored), shape_text(spec.shape));
+  const int64_t R = spec.shape[0], C = spec.shape[1];
+  const std::vector<int64_t> packed_want{R, ceil_div(C, 8)};
+  E3_REQUIRE(packed.dtype == StDType::I32 && packed.shape == packed_want, ErrorKind::Model,
+             "'{}' in {} is {} {}; expected I32 {} (eight int4 per word)", packed_name, path,
+             st_dtype_name(packed.dtype), packed.shape_str(), shape_text(packed_want));
+  E3_REQUIRE(ckpt_->contains(scale_name), ErrorKind::Model, "INT4 tensor '{}' in {} has no scale: '{}' is missing",
+             packed_name, path, scale_name);
+  const TensorInfo& scale = ckpt_->require(scale_name);
+  const std::string scale_path = ckpt_->file_of(scale_name).path().string();
+  const std::vector<int64_t> scale_want{R, ceil_div(C, quant_.group_size)};
+  E3_REQUIRE(scale.shape == scale_want, ErrorKind::Model,
+             "scale '{}' in {} has shape {}, expected {} (one per group of {} columns of {} {})", scale_name,
+             scale_path, scale.shape_str(), shape_text(scale_want), quant_.group_size, base + ".weight",
+             shape_text(spec.shape));
+  E3_REQUIRE(scale.dtype == StDType::BF16, ErrorKind::Model, "scale '{}' in {} has dtype {}; expected BF16",
+             scale_name, scale_path, st_dtype_name(scale.dtype));
+  E3_REQUIRE(!ckpt_->contains(base + ".weight_zero_point"), ErrorKind::Model,
+             "INT4 tensor '{}' in {} has zero points ('{}'): asymmetric int4 is not supported", packed_name, path,
+             base + ".weight_zero_point");
+  const int64_t r0 = spec.row_begin, rows = spec.slice_rows();
+  const RowSpan packed_rows(file, packed, r0, rows);
+  const RowSpan scale_rows(ckpt_->file_of(scale_name), scale, r0, rows);
+  const kernels::Int4GroupWeight w{file.data(packed), ckpt_->file_of(scale_name).data(scale), R, C, quant_.group_size};
+  kernels::dequantize_block(w, r0, rows, spec.col_begin, spec.slice_cols(), staging_.data());
 }
 
 }  // namespace e3::model

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "model/config.h"
 #include "model/safetensors.h"
 
 namespace e3::model {
@@ -58,9 +59,13 @@ class WeightLoader {
     random_ = true;
     seed_ = seed;
   }
+  // How quantized tensors of this checkpoint are read (config.json's quantization_config).
+  void set_quantization(const QuantConfig& quant) { quant_ = quant; }
 
   // Throws a model error naming the tensor and the file on a missing tensor, a shape that
-  // differs from spec.shape, or an unsupported dtype.
+  // differs from spec.shape, or an unsupported dtype. A weight stored quantized (FP8 with
+  // `.weight_scale_inv`, or INT4 as `.weight_packed` + `.weight_scale` + `.weight_shape`) is
+  // dequantized to its bf16 values; errors then name the missing or misshapen scale.
   kernels::Tensor load(const WeightSpec& spec);
   // The same into `dst` (a block of a larger allocation), which must have the slice's shape.
   void load_into(const WeightSpec& spec, kernels::Tensor dst);
@@ -69,10 +74,16 @@ class WeightLoader {
   kernels::DType compute_dtype() const { return backend_.compute_dtype(); }
 
  private:
+  // Fill staging_ with spec's slice of a quantized weight; false if `name` is not stored quantized.
+  bool dequantize_slice(const WeightSpec& spec, const std::string& name);
+  void dequantize_fp8(const WeightSpec& spec, const std::string& name, const std::string& base);
+  void dequantize_int4(const WeightSpec& spec, const std::string& base);
+
   const Checkpoint* ckpt_;
   kernels::Backend& backend_;
   WeightStore& store_;
   std::string prefix_;
+  QuantConfig quant_;
   bool random_ = false;
   uint64_t seed_ = 0;
   std::vector<float> staging_;

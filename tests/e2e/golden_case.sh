@@ -1,8 +1,9 @@
-# golden_case.sh CASE TP: every capture id and both final modes against HF, fp32, at one TP.
+# golden_case.sh CASE TP [DIR]: every capture id and both final modes against HF, fp32, at one
+# TP; the case is DIR/CASE (default: the project's tests/golden).
 source "$(dirname "$0")/lib.sh"
 case_name=$1
 tp=$2
-dir="$E3_GOLDEN_DIR/$case_name"
+dir="${3:-$E3_GOLDEN_DIR}/$case_name"
 work=$(fresh_dir "golden_${case_name}_tp${tp}")
 ids=$(all_layer_ids "$dir")
 for final in post-norm pre-norm; do

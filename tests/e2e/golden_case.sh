@@ -1,9 +1,8 @@
-# golden_case.sh CASE TP [DIR]: every capture id and both final modes against HF, fp32, at one
-# TP; the case is DIR/CASE (default: the project's tests/golden).
+# golden_case.sh CASE TP: every capture id and both final modes against HF, fp32, at one TP.
 source "$(dirname "$0")/lib.sh"
 case_name=$1
 tp=$2
-dir="${3:-$E3_GOLDEN_DIR}/$case_name"
+dir=$(golden_dir "$case_name")
 work=$(fresh_dir "golden_${case_name}_tp${tp}")
 ids=$(all_layer_ids "$dir")
 for final in post-norm pre-norm; do

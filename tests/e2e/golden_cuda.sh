@@ -8,7 +8,7 @@ if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L > /dev/null 2>&1; then
 fi
 case_name=$1
 tp=$2
-dir="$E3_GOLDEN_DIR/$case_name"
+dir=$(golden_dir "$case_name")
 work=$(fresh_dir "golden_cuda_${case_name}_tp${tp}")
 ids=$(all_layer_ids "$dir")
 for final in post-norm pre-norm; do

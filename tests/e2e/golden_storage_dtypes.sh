@@ -1,6 +1,6 @@
 # bf16 and fp16 storage, the default capture ids, and --final none, against HF.
 source "$(dirname "$0")/lib.sh"
-dir="$E3_GOLDEN_DIR/dev_llama3"
+dir=$(golden_dir dev_llama3)
 work=$(fresh_dir golden_storage)
 # Storage rounding alone: bf16 keeps 8 bits of mantissa (relative error ~2^-9 per value).
 for spec in "bf16 4e-3" "fp16 1e-3"; do

@@ -4,6 +4,11 @@ set -euo pipefail
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# A golden case's directory: the project's own (tests/golden), else the shared oracle's.
+golden_dir() {
+  if [ -d "$E3_GOLDEN_DIR/$1" ]; then echo "$E3_GOLDEN_DIR/$1"; else echo "$E3_SHARED_GOLDEN_DIR/$1"; fi
+}
+
 # A fresh work directory named after the calling test.
 fresh_dir() {
   local d="$E3_WORK/$1"

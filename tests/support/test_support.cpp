@@ -69,7 +69,10 @@ void write_text(const std::filesystem::path& path, const std::string& text) {
   out << text;
 }
 
-std::filesystem::path golden_case(const std::string& name) { return std::filesystem::path(E3_GOLDEN_DIR) / name; }
+std::filesystem::path golden_case(const std::string& name) {
+  const std::filesystem::path own = std::filesystem::path(E3_GOLDEN_DIR) / name;
+  return std::filesystem::exists(own) ? own : std::filesystem::path(E3_SHARED_GOLDEN_DIR) / name;
+}
 
 std::vector<float> random_floats(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);

@@ -45,6 +45,10 @@ std::string model_info(const InfoOptions& o) {
                      m.n_shared_experts, m.scoring, m.topk_method, m.topk_group, m.n_group, m.norm_topk_prob,
                      m.routed_scaling_factor));
   }
+  if (c.quant.method != model::QuantConfig::Method::None)
+    line(fmt::format("quantization     {}: on the GPU the routed experts stay quantized (dequantized per layer "
+                     "into scratch); other weights, and all of them on the CPU, are dequantized to bf16 at load",
+                     c.quant.describe()));
   line(fmt::format("vocab            {}", c.vocab_size));
   std::string rope = fmt::format("{}, theta {}", c.rope.type, c.rope.theta);
   if (c.rope.type != "default") rope += fmt::format(", factor {}", c.rope.factor);

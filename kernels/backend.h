@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/buffer.h"
+#include "kernels/quant.h"
 #include "kernels/tensor.h"
 
 namespace e3::kernels {
@@ -65,12 +66,19 @@ struct RouterParams {
 // The routed experts one rank owns in one MoE layer, stacked: local expert e's gate is rows
 // [2eI, 2eI + I) of gate_up and its up projection the next I rows; its down projection is
 // rows [eH, (e+1)H) of down.
+//
+// Where the backend keeps experts quantized (keeps_experts_quantized), gate_up and down are
+// unset and gate_up_q / down_q hold the checkpoint's form: matrix 2e of gate_up_q is expert
+// e's gate [I, H] and matrix 2e + 1 its up; matrix e of down_q its down [H, I]. moe_experts
+// then dequantizes them into its scratch for the call.
 struct ExpertStack {
   Tensor gate_up;  // [num_experts * 2I, H]
   Tensor down;     // [num_experts * H, I]
   int first_expert = 0;  // global id of local expert 0
   int num_experts = 0;
   int64_t intermediate = 0;
+  QuantStack gate_up_q;  // 2 * num_experts matrices [I, H]
+  QuantStack down_q;     // num_experts matrices [H, I]
 };
 
 // The largest MoE layer a workspace must serve (for Backend::moe_scratch_bytes).
@@ -79,6 +87,7 @@ struct MoeScratchShape {
   int local_experts = 0;
   int64_t hidden = 0;
   int64_t intermediate = 0;
+  bool quantized = false;  // room for the experts dequantized to bf16, too
 };
 
 class Backend {
@@ -125,6 +134,14 @@ class Backend {
   virtual void wait_ticket(uint64_t ticket) = 0;
   // t = N(0, 1) * scale from a counter-based generator seeded by `seed` (benchmark weights).
   virtual void fill_random(Tensor t, uint64_t seed, float scale) = 0;
+  // Random quantized values (never an FP8 NaN) and scales of about 1 / (8 sqrt(cols)), so
+  // that the dequantized weights have a benchmark's usual size.
+  virtual void fill_random_quant(const QuantStack& w, uint64_t seed) = 0;
+
+  // Whether routed experts stay in their checkpoint's quantized form in this backend's memory.
+  virtual bool keeps_experts_quantized() const { return false; }
+  // out [count * rows, cols] (compute dtype) = the bf16 values of every matrix of w.
+  virtual void dequantize(const QuantStack& w, Tensor out) = 0;
 
   // out[i, :] = table[ids[i], :]
   virtual void embedding(Tensor ids, Tensor table, Tensor out) = 0;

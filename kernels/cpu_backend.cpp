@@ -62,6 +62,13 @@ class CpuBackend final : public Backend {
   }
   void wait_ticket(uint64_t) override {}
   void fill_random(Tensor t, uint64_t seed, float scale) override { cpu::fill_random(t, seed, scale); }
+  void fill_random_quant(const QuantStack& w, uint64_t seed) override { fill_random_quant_host(w, seed); }
+  // The CPU backend dequantizes at load (it computes in fp32 anyway); this serves the tests.
+  void dequantize(const QuantStack& w, Tensor out) override {
+    E3_REQUIRE(out.dtype == DType::F32 && out.contiguous() && out.rows == w.count * w.rows && out.cols == w.cols,
+               ErrorKind::Internal, "cpu dequantize into {}", out.shape_str());
+    dequantize_stack(w, out.as<float>());
+  }
   void embedding(Tensor ids, Tensor table, Tensor out) override { cpu::embedding(ids, table, out); }
   void linear(Tensor x, Tensor w, const Tensor* bias, Tensor y) override { cpu::linear(x, w, bias, y); }
   void rmsnorm(Tensor x, Tensor weight, float eps, Tensor out) override {
@@ -88,6 +95,7 @@ class CpuBackend final : public Backend {
   }
   void moe_experts(Tensor x, Tensor ids, Tensor weights, const ExpertStack& experts, Tensor out,
                    Tensor scratch) override {
+    E3_REQUIRE(!experts.gate_up_q.quantized(), ErrorKind::Internal, "the CPU backend keeps no experts quantized");
     cpu::moe_experts(x, ids, weights, experts, out, scratch);
   }
   size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape) const override {

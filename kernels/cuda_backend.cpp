@@ -334,6 +334,13 @@ class CudaBackend final : public Backend {
     cuda::mla_expand_kv(kv, k_rot, heads, nope_dim, v_dim, k, v, stream_);
   }
 
+  void fill_random_quant(const QuantStack& w, uint64_t seed) override { cuda::fill_random_quant(w, seed, stream_); }
+  bool keeps_experts_quantized() const override { return true; }
+  void dequantize(const QuantStack& w, Tensor out) override {
+    Timed t(this, "dequantize");
+    cuda::dequantize(w, out, stream_);
+  }
+
   std::string profile_report() override { return profiler_ ? profiler_->report() : ""; }
   void profile_reset() override {
     if (profiler_) profiler_->reset();

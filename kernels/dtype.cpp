@@ -14,6 +14,7 @@ size_t dtype_size(DType t) {
     case DType::BF16: return 2;
     case DType::F16: return 2;
     case DType::I32: return 4;
+    case DType::U8: return 1;
   }
   return 0;
 }
@@ -24,6 +25,7 @@ const char* dtype_name(DType t) {
     case DType::BF16: return "bf16";
     case DType::F16: return "fp16";
     case DType::I32: return "int32";
+    case DType::U8: return "uint8";
   }
   return "?";
 }
@@ -84,7 +86,8 @@ void convert_to_float(const void* src, DType from, float* dst, size_t n) {
       for (size_t i = 0; i < n; ++i) dst[i] = fp16_to_float(s[i]);
       return;
     }
-    case DType::I32: break;
+    case DType::I32:
+    case DType::U8: break;
   }
   E3_THROW(ErrorKind::Internal, "cannot convert {} to float", dtype_name(from));
 }
@@ -102,7 +105,8 @@ void convert_from_float(const float* src, DType to, void* dst, size_t n) {
       for (size_t i = 0; i < n; ++i) d[i] = float_to_fp16(src[i]);
       return;
     }
-    case DType::I32: break;
+    case DType::I32:
+    case DType::U8: break;
   }
   E3_THROW(ErrorKind::Internal, "cannot convert float to {}", dtype_name(to));
 }
@@ -135,7 +139,8 @@ size_t first_nonfinite(const void* data, DType t, size_t n) {
     case DType::F32: return first_with_exponent(static_cast<const uint32_t*>(data), n, uint32_t{0x7f800000u});
     case DType::BF16: return first_with_exponent(static_cast<const uint16_t*>(data), n, uint16_t{0x7f80u});
     case DType::F16: return first_with_exponent(static_cast<const uint16_t*>(data), n, uint16_t{0x7c00u});
-    case DType::I32: break;
+    case DType::I32:
+    case DType::U8: break;
   }
   E3_THROW(ErrorKind::Internal, "first_nonfinite: {} is not a float type", dtype_name(t));
 }

@@ -8,7 +8,7 @@
 
 namespace e3::kernels {
 
-enum class DType { F32, BF16, F16, I32 };
+enum class DType { F32, BF16, F16, I32, U8 };  // U8: raw bytes (quantized weights)
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);

@@ -127,12 +127,13 @@ struct Layout {  // the scratch buffer, carved up; R = tokens * min(top_k, local
   bf16 *gate_up, *act, *y;
   int32_t *perm_token, *pair_row, *counts, *row_offsets, *tile_offsets;
   float* perm_weight;
+  bf16 *deq_gate_up, *deq_down;  // the experts dequantized for this call, when kept quantized
   size_t bytes;
 };
 
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
-Layout carve(void* base, int64_t tokens, int top_k, int experts, int64_t H, int64_t I) {
+Layout carve(void* base, int64_t tokens, int top_k, int experts, int64_t H, int64_t I, bool quantized) {
   const auto R = static_cast<size_t>(tokens) * static_cast<size_t>(std::min(top_k, experts));
   Layout l{};
   size_t off = 0;
@@ -150,6 +151,9 @@ Layout carve(void* base, int64_t tokens, int top_k, int experts, int64_t H, int6
   l.counts = reinterpret_cast<int32_t*>(take(static_cast<size_t>(experts) * 4));
   l.row_offsets = reinterpret_cast<int32_t*>(take(static_cast<size_t>(experts + 1) * 4));
   l.tile_offsets = reinterpret_cast<int32_t*>(take(static_cast<size_t>(experts + 1) * 4));
+  const size_t expert_elems = quantized ? static_cast<size_t>(experts) * static_cast<size_t>(H * I) : 0;
+  l.deq_gate_up = reinterpret_cast<bf16*>(take(expert_elems * 2 * 2));
+  l.deq_down = reinterpret_cast<bf16*>(take(expert_elems * 2));
   l.bytes = off;
   return l;
 }
@@ -444,27 +448,44 @@ void moe_route(Tensor logits, const Tensor* correction_bias, const RouterParams&
 }
 
 size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape) {
-  return carve(nullptr, tokens, shape.top_k, shape.local_experts, shape.hidden, shape.intermediate).bytes;
+  return carve(nullptr, tokens, shape.top_k, shape.local_experts, shape.hidden, shape.intermediate, shape.quantized)
+      .bytes;
 }
 
-void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& ex, Tensor out, Tensor scratch,
-                 bool hopper_gemm, cudaStream_t s, const MoePhaseHook& hook) {
-  const int64_t M = x.rows, H = x.cols, I = ex.intermediate;
-  const int K = static_cast<int>(topk_ids.cols), E = ex.num_experts;
+void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& stack, Tensor out,
+                 Tensor scratch, bool hopper_gemm, cudaStream_t s, const MoePhaseHook& hook) {
+  const int64_t M = x.rows, H = x.cols, I = stack.intermediate;
+  const int K = static_cast<int>(topk_ids.cols), E = stack.num_experts;
+  const bool quantized = stack.gate_up_q.quantized();
+  const Layout l = carve(scratch.data, M, K, E, H, I, quantized);
+  E3_REQUIRE(l.bytes <= scratch.bytes(), ErrorKind::Internal, "moe scratch of {} bytes, {} needed", scratch.bytes(),
+             l.bytes);
+  auto mark = [&](const char* phase) {
+    if (hook) hook(phase);
+  };
+  ExpertStack ex = stack;
+  if (quantized) {
+    E3_REQUIRE(stack.gate_up_q.count == 2 * E && stack.gate_up_q.rows == I && stack.gate_up_q.cols == H &&
+                   stack.down_q.count == E && stack.down_q.rows == H && stack.down_q.cols == I,
+               ErrorKind::Internal, "cuda moe_experts: quantized experts of the wrong shape");
+    ex.gate_up = Tensor{l.deq_gate_up, DType::BF16, E * 2 * I, H, H};
+    ex.down = Tensor{l.deq_down, DType::BF16, E * H, I, I};
+  }
   E3_REQUIRE(x.dtype == DType::BF16 && out.dtype == DType::F32 && topk_ids.contiguous() && topk_weights.contiguous() &&
                  ex.gate_up.rows == E * 2 * I && ex.gate_up.cols == H && ex.down.rows == E * H && ex.down.cols == I &&
                  H % 8 == 0 && I % 8 == 0 && x.stride % 8 == 0 && out.rows == M && out.cols == H,
              ErrorKind::Internal, "cuda moe_experts: x {} gate_up {} down {} out {}", x.shape_str(),
              ex.gate_up.shape_str(), ex.down.shape_str(), out.shape_str());
   if (M == 0) return;
-  const Layout l = carve(scratch.data, M, K, E, H, I);
-  E3_REQUIRE(l.bytes <= scratch.bytes(), ErrorKind::Internal, "moe scratch of {} bytes, {} needed", scratch.bytes(),
-             l.bytes);
+  if (quantized) {
+    // Every local expert, whether or not a token picked it: which ones did is known only on
+    // the device, and the host does not wait for it.
+    mark("moe_dequantize");
+    dequantize(stack.gate_up_q, ex.gate_up, s);
+    dequantize(stack.down_q, ex.down, s);
+  }
   const int64_t pairs = M * K;
   const int64_t max_rows = M * std::min(K, E);
-  auto mark = [&](const char* phase) {
-    if (hook) hook(phase);
-  };
 
   mark("moe_dispatch");
   E3_CUDA_CHECK(cudaMemsetAsync(l.pair_row, 0xff, static_cast<size_t>(pairs) * 4, s));

@@ -22,6 +22,9 @@ void convert(Tensor src, Tensor dst, cudaStream_t s);                           
 // Fills `t` with N(0, 1) * scale from a counter-based generator (the benchmark's weights).
 void fill_random(Tensor t, uint64_t seed, float scale, cudaStream_t s);         // elementwise_cuda.cu
 
+void dequantize(const QuantStack& w, Tensor out, cudaStream_t s);              // quant_cuda.cu
+void fill_random_quant(const QuantStack& w, uint64_t seed, cudaStream_t s);     // quant_cuda.cu
+
 void rmsnorm(Tensor x, Tensor weight, float eps, Tensor out, cudaStream_t s);  // norm_cuda.cu
 void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out, Tensor out_f32, cudaStream_t s);
 void rmsnorm_heads(Tensor x, int head_dim, Tensor weight, float eps, cudaStream_t s);

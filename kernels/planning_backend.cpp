@@ -23,6 +23,10 @@ class PlanningBackend final : public Backend {
   uint64_t copy_to_host_async(const void*, void*, size_t) override { refuse(); }
   void wait_ticket(uint64_t) override {}
   void fill_random(Tensor, uint64_t, float) override {}
+  void fill_random_quant(const QuantStack&, uint64_t) override {}
+  // As the CUDA backend: the planner stands for the GPU in `info`.
+  bool keeps_experts_quantized() const override { return dtype_ == DType::BF16; }
+  void dequantize(const QuantStack&, Tensor) override { refuse(); }
   void embedding(Tensor, Tensor, Tensor) override { refuse(); }
   void linear(Tensor, Tensor, const Tensor*, Tensor) override { refuse(); }
   void rmsnorm(Tensor, Tensor, float, Tensor) override { refuse(); }
@@ -40,8 +44,11 @@ class PlanningBackend final : public Backend {
   // Sized as the CUDA backend sizes it: the planner stands for the GPU in `info`.
   size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& s) const override {
     const auto rows = static_cast<size_t>(tokens) * static_cast<size_t>(std::min(s.top_k, s.local_experts));
+    const size_t dequantized = s.quantized ? static_cast<size_t>(s.local_experts) * 3 *
+                                                 static_cast<size_t>(s.hidden * s.intermediate) * dtype_size(dtype_)
+                                           : 0;
     return rows * static_cast<size_t>(2 * s.hidden + 3 * s.intermediate) * dtype_size(dtype_) +
-           static_cast<size_t>(tokens) * static_cast<size_t>(s.top_k) * 8 + 4096;
+           static_cast<size_t>(tokens) * static_cast<size_t>(s.top_k) * 8 + 4096 + dequantized;
   }
   void mla_expand_kv(Tensor, Tensor, int, int, int, Tensor, Tensor) override { refuse(); }
 

@@ -13,6 +13,8 @@
 // so a rank dequantizes only its tensor-parallel slice, aligned to blocks and groups or not.
 #pragma once
 
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 namespace e3::kernels {
@@ -38,5 +40,43 @@ struct Int4GroupWeight {
 // out[r * cols + c] = weight[row0 + r, col0 + c] as a float holding a bf16 value.
 void dequantize_block(const Fp8BlockWeight& w, int64_t row0, int64_t rows, int64_t col0, int64_t cols, float* out);
 void dequantize_block(const Int4GroupWeight& w, int64_t row0, int64_t rows, int64_t col0, int64_t cols, float* out);
+
+// Whole matrices kept in a backend's memory in their checkpoint form: `count` matrices of
+// [rows, cols] back to back, each with its own scales (so blocks restart at every matrix).
+struct QuantStack {
+  enum class Format { None, Fp8Block, Int4Group };
+  Format format = Format::None;
+  int64_t count = 0, rows = 0, cols = 0;
+  int64_t block_rows = 128, block_cols = 128;  // Fp8Block
+  int64_t group = 32;                          // Int4Group
+  ScaleType scale_type = ScaleType::BF16;      // Fp8Block: F32 or BF16; Int4Group: BF16
+  // Fp8Block: e4m3 [count * rows, cols]; Int4Group: int32 [count * rows, ceil(cols / 8)].
+  void* q = nullptr;
+  // Fp8Block: [count * ceil(rows / block_rows), ceil(cols / block_cols)];
+  // Int4Group: bf16 [count * rows, ceil(cols / group)].
+  void* scale = nullptr;
+
+  bool quantized() const { return format != Format::None; }
+  int64_t scale_rows() const;  // per matrix
+  int64_t scale_cols() const;
+  size_t matrix_q_bytes() const;
+  size_t matrix_scale_bytes() const;
+  size_t bytes() const { return static_cast<size_t>(count) * (matrix_q_bytes() + matrix_scale_bytes()); }
+  // Matrix m as the one-matrix views above.
+  Fp8BlockWeight fp8(int64_t m) const;
+  Int4GroupWeight int4(int64_t m) const;
+};
+
+// out = every matrix of w dequantized, stacked: [count * rows, cols] row-major (host memory).
+void dequantize_stack(const QuantStack& w, float* out);
+
+// Benchmark weights in quantized form (host memory; the CUDA backend has its own generator):
+// FP8 values of magnitude 1/8..2 (never NaN), INT4 nibbles uniform, and scales that make
+// the dequantized weights about 1/sqrt(cols) in size.
+void fill_random_quant_host(const QuantStack& w, uint64_t seed);
+inline float random_quant_scale(const QuantStack& w) {
+  const float inv_sqrt = 1.0f / std::sqrt(static_cast<float>(w.cols));
+  return w.format == QuantStack::Format::Int4Group ? 0.22f * inv_sqrt : inv_sqrt;
+}
 
 }  // namespace e3::kernels

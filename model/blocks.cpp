@@ -22,6 +22,7 @@ void WorkspaceNeeds::need_moe(const kernels::MoeScratchShape& m) {
   moe.local_experts = std::max(moe.local_experts, m.local_experts);
   moe.hidden = std::max(moe.hidden, m.hidden);
   moe.intermediate = std::max(moe.intermediate, m.intermediate);
+  moe.quantized = moe.quantized || m.quantized;
 }
 
 size_t Workspace::bytes() const {
@@ -274,9 +275,27 @@ class MoeFfn final : public FfnBlock {
     experts_.first_expert = tp.rank * experts_.num_experts;
     experts_.intermediate = I;
     const int64_t n = experts_.num_experts;
-    experts_.gate_up = loader.allocate(n * 2 * I, H);
-    experts_.down = loader.allocate(n * H, I);
-    for (int64_t e = 0; e < n; ++e) {
+    if (loader.backend().keeps_experts_quantized()) {
+      // Kept as the checkpoint stores them (INT4, FP8) where the backend can: they are most
+      // of a large MoE's bytes; moe_experts dequantizes a layer's experts for each call.
+      std::vector<std::string> gate_up, down;
+      for (int64_t e = 0; e < n; ++e) {
+        const std::string base = fmt::format(fmt::runtime(names.expert), experts_.first_expert + e);
+        gate_up.push_back(base + ".gate_proj.weight");
+        gate_up.push_back(base + ".up_proj.weight");
+        down.push_back(base + ".down_proj.weight");
+      }
+      experts_.gate_up_q = loader.load_quantized(gate_up, I, H);
+      if (experts_.gate_up_q.quantized()) experts_.down_q = loader.load_quantized(down, H, I);
+      E3_REQUIRE(experts_.gate_up_q.quantized() == experts_.down_q.quantized() || n == 0, ErrorKind::Model,
+                 "{}: gate/up and down projections of the experts are not stored the same way", gate_up.front());
+    }
+    const bool quantized = experts_.gate_up_q.quantized();
+    if (!quantized) {
+      experts_.gate_up = loader.allocate(n * 2 * I, H);
+      experts_.down = loader.allocate(n * H, I);
+    }
+    for (int64_t e = 0; e < n && !quantized; ++e) {
       const std::string base = fmt::format(fmt::runtime(names.expert), experts_.first_expert + e);
       loader.load_into(WeightSpec::replicated(base + ".gate_proj.weight", {I, H}),
                        experts_.gate_up.row_slice(2 * e * I, I));
@@ -292,7 +311,7 @@ class MoeFfn final : public FfnBlock {
     needs.need(Scratch::TopkIds, k, DType::I32);
     needs.need(Scratch::TopkWeights, k, DType::F32);
     if (shared_) needs.need(Scratch::MoeShared, H, DType::F32);
-    needs.need_moe({static_cast<int>(k), experts_.num_experts, H, I});
+    needs.need_moe({static_cast<int>(k), experts_.num_experts, H, I, quantized});
   }
 
   void forward(Tensor normed, Tensor out, StepContext& ctx) override {

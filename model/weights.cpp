@@ -42,6 +42,11 @@ WeightSpec WeightSpec::col_block(std::string name, std::vector<int64_t> shape, i
 int64_t WeightSpec::full_rows() const { return shape.size() == 2 ? shape[0] : 1; }
 int64_t WeightSpec::full_cols() const { return shape.size() == 2 ? shape[1] : shape.empty() ? 1 : shape[0]; }
 
+void WeightStore::keep(kernels::DeviceBuffer buffer) {
+  bytes_ += buffer.bytes();
+  buffers_.push_back(std::move(buffer));
+}
+
 kernels::Tensor WeightStore::add(kernels::DeviceBuffer buffer, kernels::DType dtype, int64_t rows, int64_t cols) {
   bytes_ += buffer.bytes();
   kernels::Tensor t = buffer.view(dtype, rows, cols);
@@ -142,36 +147,31 @@ bool WeightLoader::dequantize_slice(const WeightSpec& spec, const std::string& n
   return false;
 }
 
-void WeightLoader::dequantize_fp8(const WeightSpec& spec, const std::string& name, const std::string& base) {
+WeightLoader::StoredFp8 WeightLoader::find_fp8(const std::vector<int64_t>& shape, const std::string& name,
+                                               const std::string& base) const {
   const TensorInfo& info = ckpt_->require(name);
   const std::string file = ckpt_->file_of(name).path().string();
   E3_REQUIRE(quant_.method == QuantConfig::Method::Fp8Block, ErrorKind::Model,
              "tensor '{}' in {} is F8_E4M3, but config.json's quantization_config is {} (expected quant_method fp8 "
              "with weight_block_size)", name, file, quant_.describe());
-  E3_REQUIRE(info.shape == spec.shape, ErrorKind::Model, "tensor '{}' in {} has shape {}, expected {}", name, file,
-             info.shape_str(), shape_text(spec.shape));
-  E3_REQUIRE(spec.shape.size() == 2, ErrorKind::Model, "FP8 tensor '{}' in {} is not 2-D", name, file);
+  E3_REQUIRE(info.shape == shape, ErrorKind::Model, "tensor '{}' in {} has shape {}, expected {}", name, file,
+             info.shape_str(), shape_text(shape));
+  E3_REQUIRE(shape.size() == 2, ErrorKind::Model, "FP8 tensor '{}' in {} is not 2-D", name, file);
   const std::string scale_name = base + ".weight_scale_inv";
   E3_REQUIRE(ckpt_->contains(scale_name), ErrorKind::Model,
              "FP8 tensor '{}' in {} has no scale: '{}' is missing", name, file, scale_name);
   const TensorInfo& scale = ckpt_->require(scale_name);
   const std::string scale_file = ckpt_->file_of(scale_name).path().string();
-  const int64_t R = spec.shape[0], C = spec.shape[1];
-  const std::vector<int64_t> want{ceil_div(R, quant_.block_rows), ceil_div(C, quant_.block_cols)};
+  const std::vector<int64_t> want{ceil_div(shape[0], quant_.block_rows), ceil_div(shape[1], quant_.block_cols)};
   E3_REQUIRE(scale.shape == want, ErrorKind::Model,
              "scale '{}' in {} has shape {}, expected {} (one per {}x{} block of {} {})", scale_name, scale_file,
              scale.shape_str(), shape_text(want), quant_.block_rows, quant_.block_cols, name, info.shape_str());
   E3_REQUIRE(scale.dtype == StDType::F32 || scale.dtype == StDType::BF16, ErrorKind::Model,
              "scale '{}' in {} has dtype {}; expected F32 or BF16", scale_name, scale_file, st_dtype_name(scale.dtype));
-  const int64_t r0 = spec.row_begin, rows = spec.slice_rows();
-  const RowSpan q_rows(ckpt_->file_of(name), info, r0, rows);
-  const kernels::Fp8BlockWeight w{ckpt_->file_of(name).data(info), ckpt_->file_of(scale_name).data(scale),
-                                  scale.dtype == StDType::F32 ? kernels::ScaleType::F32 : kernels::ScaleType::BF16, R,
-                                  C, quant_.block_rows, quant_.block_cols};
-  kernels::dequantize_block(w, r0, rows, spec.col_begin, spec.slice_cols(), staging_.data());
+  return {&ckpt_->file_of(name), &info, &ckpt_->file_of(scale_name), &scale};
 }
 
-void WeightLoader::dequantize_int4(const WeightSpec& spec, const std::string& base) {
+WeightLoader::StoredInt4 WeightLoader::find_int4(const std::vector<int64_t>& spec_shape, const std::string& base) const {
   const std::string packed_name = base + ".weight_packed", scale_name = base + ".weight_scale",
                     shape_name = base + ".weight_shape";
   const TensorInfo& packed = ckpt_->require(packed_name);
@@ -180,8 +180,8 @@ void WeightLoader::dequantize_int4(const WeightSpec& spec, const std::string& ba
   E3_REQUIRE(quant_.method == QuantConfig::Method::Int4Pack, ErrorKind::Model,
              "tensor '{}' in {} is INT4 pack-quantized, but config.json's quantization_config is {} (expected "
              "compressed-tensors pack-quantized)", packed_name, path, quant_.describe());
-  E3_REQUIRE(spec.shape.size() == 2, ErrorKind::Model, "INT4 tensor '{}' in {} stands for a weight of shape {}, "
-             "not 2-D", packed_name, path, shape_text(spec.shape));
+  E3_REQUIRE(spec_shape.size() == 2, ErrorKind::Model, "INT4 tensor '{}' in {} stands for a weight of shape {}, "
+             "not 2-D", packed_name, path, shape_text(spec_shape));
   E3_REQUIRE(ckpt_->contains(shape_name), ErrorKind::Model, "INT4 tensor '{}' in {}: '{}' is missing", packed_name,
              path, shape_name);
   const TensorInfo& shape = ckpt_->require(shape_name);
@@ -199,9 +199,9 @@ void WeightLoader::dequantize_int4(const WeightSpec& spec, const std::string& ba
       stored[static_cast<size_t>(i)] = v;
     }
   }
-  E3_REQUIRE(stored == spec.shape, ErrorKind::Model, "INT4 weight '{}' in {} has weight_shape {}, expected {}",
-             base + ".weight", path, shape_text(stored), shape_text(spec.shape));
-  const int64_t R = spec.shape[0], C = spec.shape[1];
+  E3_REQUIRE(stored == spec_shape, ErrorKind::Model, "INT4 weight '{}' in {} has weight_shape {}, expected {}",
+             base + ".weight", path, shape_text(stored), shape_text(spec_shape));
+  const int64_t R = spec_shape[0], C = spec_shape[1];
   const std::vector<int64_t> packed_want{R, ceil_div(C, 8)};
   E3_REQUIRE(packed.dtype == StDType::I32 && packed.shape == packed_want, ErrorKind::Model,
              "'{}' in {} is {} {}; expected I32 {} (eight int4 per word)", packed_name, path,
@@ -214,17 +214,102 @@ void WeightLoader::dequantize_int4(const WeightSpec& spec, const std::string& ba
   E3_REQUIRE(scale.shape == scale_want, ErrorKind::Model,
              "scale '{}' in {} has shape {}, expected {} (one per group of {} columns of {} {})", scale_name,
              scale_path, scale.shape_str(), shape_text(scale_want), quant_.group_size, base + ".weight",
-             shape_text(spec.shape));
+             shape_text(spec_shape));
   E3_REQUIRE(scale.dtype == StDType::BF16, ErrorKind::Model, "scale '{}' in {} has dtype {}; expected BF16",
              scale_name, scale_path, st_dtype_name(scale.dtype));
   E3_REQUIRE(!ckpt_->contains(base + ".weight_zero_point"), ErrorKind::Model,
              "INT4 tensor '{}' in {} has zero points ('{}'): asymmetric int4 is not supported", packed_name, path,
              base + ".weight_zero_point");
+  return {&file, &packed, &ckpt_->file_of(scale_name), &scale};
+}
+
+void WeightLoader::dequantize_fp8(const WeightSpec& spec, const std::string& name, const std::string& base) {
+  const StoredFp8 st = find_fp8(spec.shape, name, base);
   const int64_t r0 = spec.row_begin, rows = spec.slice_rows();
-  const RowSpan packed_rows(file, packed, r0, rows);
-  const RowSpan scale_rows(ckpt_->file_of(scale_name), scale, r0, rows);
-  const kernels::Int4GroupWeight w{file.data(packed), ckpt_->file_of(scale_name).data(scale), R, C, quant_.group_size};
+  const RowSpan q_rows(*st.file, *st.q, r0, rows);
+  const kernels::Fp8BlockWeight w{st.file->data(*st.q), st.scale_file->data(*st.scale),
+                                  st.scale->dtype == StDType::F32 ? kernels::ScaleType::F32 : kernels::ScaleType::BF16,
+                                  spec.shape[0], spec.shape[1], quant_.block_rows, quant_.block_cols};
   kernels::dequantize_block(w, r0, rows, spec.col_begin, spec.slice_cols(), staging_.data());
+}
+
+void WeightLoader::dequantize_int4(const WeightSpec& spec, const std::string& base) {
+  const StoredInt4 st = find_int4(spec.shape, base);
+  const int64_t r0 = spec.row_begin, rows = spec.slice_rows();
+  const RowSpan packed_rows(*st.file, *st.packed, r0, rows);
+  const RowSpan scale_rows(*st.scale_file, *st.scale, r0, rows);
+  const kernels::Int4GroupWeight w{st.file->data(*st.packed), st.scale_file->data(*st.scale), spec.shape[0],
+                                   spec.shape[1], quant_.group_size};
+  kernels::dequantize_block(w, r0, rows, spec.col_begin, spec.slice_cols(), staging_.data());
+}
+
+kernels::QuantStack WeightLoader::load_quantized(const std::vector<std::string>& names, int64_t rows, int64_t cols) {
+  using Format = kernels::QuantStack::Format;
+  kernels::QuantStack stack;
+  stack.count = static_cast<int64_t>(names.size());
+  stack.rows = rows;
+  stack.cols = cols;
+  stack.block_rows = quant_.block_rows;
+  stack.block_cols = quant_.block_cols;
+  stack.group = quant_.group_size;
+  const std::vector<int64_t> shape{rows, cols};
+  auto base_of = [&](const std::string& n) { return prefix_ + n.substr(0, n.size() - std::string_view(".weight").size()); };
+  if (!ckpt_) {  // planning or random weights: the form quantization_config announces
+    if (quant_.method == QuantConfig::Method::None) return {};
+    stack.format = quant_.method == QuantConfig::Method::Fp8Block ? Format::Fp8Block : Format::Int4Group;
+    stack.scale_type = stack.format == Format::Fp8Block ? kernels::ScaleType::F32 : kernels::ScaleType::BF16;
+  } else {
+    const std::string first = prefix_ + names.front();
+    if (ckpt_->contains(first) && ckpt_->require(first).dtype == StDType::F8_E4M3) {
+      stack.format = Format::Fp8Block;
+      const StoredFp8 st = find_fp8(shape, first, base_of(names.front()));
+      stack.scale_type = st.scale->dtype == StDType::F32 ? kernels::ScaleType::F32 : kernels::ScaleType::BF16;
+    } else if (!ckpt_->contains(first) && ckpt_->contains(base_of(names.front()) + ".weight_packed")) {
+      stack.format = Format::Int4Group;
+      stack.scale_type = kernels::ScaleType::BF16;
+    } else {
+      return {};
+    }
+  }
+  kernels::DeviceBuffer q = backend_.allocate(static_cast<size_t>(stack.count) * stack.matrix_q_bytes());
+  kernels::DeviceBuffer scale = backend_.allocate(static_cast<size_t>(stack.count) * stack.matrix_scale_bytes());
+  stack.q = q.data();
+  stack.scale = scale.data();
+  store_.keep(std::move(q));
+  store_.keep(std::move(scale));
+  if (!ckpt_) {
+    if (random_) backend_.fill_random_quant(stack, seed_++);
+    return stack;
+  }
+  auto upload = [&](void* dst, const SafetensorsFile& file, const TensorInfo& info, size_t bytes) {
+    E3_REQUIRE(info.end - info.begin == bytes, ErrorKind::Internal, "'{}': {} bytes, {} expected", info.name,
+               info.end - info.begin, bytes);
+    const uint8_t* src = file.data(info);
+    file.map().will_need(src, bytes);
+    backend_.upload_raw(kernels::Tensor{dst, kernels::DType::U8, 1, static_cast<int64_t>(bytes)}, src);
+    file.map().done_with(src, bytes);
+  };
+  for (int64_t m = 0; m < stack.count; ++m) {
+    const std::string& n = names[static_cast<size_t>(m)];
+    void* q_dst = static_cast<char*>(stack.q) + static_cast<size_t>(m) * stack.matrix_q_bytes();
+    void* s_dst = static_cast<char*>(stack.scale) + static_cast<size_t>(m) * stack.matrix_scale_bytes();
+    if (stack.format == Format::Fp8Block) {
+      const StoredFp8 st = find_fp8(shape, prefix_ + n, base_of(n));
+      E3_REQUIRE((st.scale->dtype == StDType::F32) == (stack.scale_type == kernels::ScaleType::F32), ErrorKind::Model,
+                 "scale of '{}' is {}, but that of '{}' is not: one layer's experts must share a scale dtype",
+                 prefix_ + n, st_dtype_name(st.scale->dtype), prefix_ + names.front());
+      upload(q_dst, *st.file, *st.q, stack.matrix_q_bytes());
+      upload(s_dst, *st.scale_file, *st.scale, stack.matrix_scale_bytes());
+    } else {
+      E3_REQUIRE(ckpt_->contains(base_of(n) + ".weight_packed"), ErrorKind::Model,
+                 "'{}' is stored INT4 but '{}' is not (no '{}'): one layer's experts must share a form",
+                 prefix_ + names.front(), prefix_ + n, base_of(n) + ".weight_packed");
+      const StoredInt4 st = find_int4(shape, base_of(n));
+      upload(q_dst, *st.file, *st.packed, stack.matrix_q_bytes());
+      upload(s_dst, *st.scale_file, *st.scale, stack.matrix_scale_bytes());
+    }
+  }
+  return stack;
 }
 
 }  // namespace e3::model

@@ -39,6 +39,7 @@ struct WeightSpec {
 class WeightStore {
  public:
   kernels::Tensor add(kernels::DeviceBuffer buffer, kernels::DType dtype, int64_t rows, int64_t cols);
+  void keep(kernels::DeviceBuffer buffer);  // raw bytes (quantized weights)
   size_t bytes() const { return bytes_; }
 
  private:
@@ -69,11 +70,32 @@ class WeightLoader {
   kernels::Tensor load(const WeightSpec& spec);
   // The same into `dst` (a block of a larger allocation), which must have the slice's shape.
   void load_into(const WeightSpec& spec, kernels::Tensor dst);
+  // Whole matrices `names` (each [rows, cols]) in the checkpoint's quantized form, as one stack
+  // in backend memory (for backends that keep experts quantized). Returns a stack of format
+  // None, having loaded nothing, when the checkpoint stores them unquantized. Without a
+  // checkpoint (planning, the benchmark) the form is the one quantization_config announces.
+  kernels::QuantStack load_quantized(const std::vector<std::string>& names, int64_t rows, int64_t cols);
+  kernels::Backend& backend() const { return backend_; }
   // Backend memory owned by the store; the compute dtype unless fp32 is asked for.
   kernels::Tensor allocate(int64_t rows, int64_t cols, bool fp32 = false);
   kernels::DType compute_dtype() const { return backend_.compute_dtype(); }
 
  private:
+  struct StoredFp8 {
+    const SafetensorsFile* file;
+    const TensorInfo* q;
+    const SafetensorsFile* scale_file;
+    const TensorInfo* scale;
+  };
+  struct StoredInt4 {
+    const SafetensorsFile* file;
+    const TensorInfo* packed;
+    const SafetensorsFile* scale_file;
+    const TensorInfo* scale;
+  };
+  // The stored parts of a quantized weight, after every check (shape, scale, dtype, config).
+  StoredFp8 find_fp8(const std::vector<int64_t>& shape, const std::string& name, const std::string& base) const;
+  StoredInt4 find_int4(const std::vector<int64_t>& shape, const std::string& base) const;
   // Fill staging_ with spec's slice of a quantized weight; false if `name` is not stored quantized.
   bool dequantize_slice(const WeightSpec& spec, const std::string& name);
   void dequantize_fp8(const WeightSpec& spec, const std::string& name, const std::string& base);

@@ -404,4 +404,21 @@ TEST(InfoKimi, K2AtTp8ReportsExpertsLayersAndMemory) {
   EXPECT_LT(weights, 246.0) << text;
 }
 
+TEST(InfoKimi, K25WithInt4ExpertsAtTp8FitsAnH200) {
+  e3::jobs::InfoOptions o;
+  o.model_dir = std::filesystem::path(kimi_k2_dir()).parent_path() / "kimi_k25_61layer";
+  o.tp = 8;
+  o.gpu_memory_gib = 141;
+  const std::string text = e3::jobs::model_info(o);
+  EXPECT_TRUE(Contains(text, "quantization     int4 pack-quantized, symmetric, group 32")) << text;
+  EXPECT_TRUE(Contains(text, "fits 141 GiB   yes")) << text;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(cuda \(bf16\)\s+weights ([0-9.]+) GiB)"))) << text;
+  // Per rank: 60 MoE layers x 48 experts x 3 x 7168 x 2048 int4 with a bf16 scale per 32
+  // (0.5625 bytes each: 66.45 GiB) plus the same bf16 dense parts as Kimi-K2 (about 6.4 GiB).
+  const double weights = std::stod(m[1].str());
+  EXPECT_GT(weights, 71.0) << text;
+  EXPECT_LT(weights, 74.0) << text;
+}
+
 }  // namespace

@@ -343,6 +343,106 @@ TEST_F(CudaKernel, ExpertsOfOneRankMatchTheCpuTwin) {
   unsetenv("E3_MOE_UNFUSED");
 }
 
+// A quantized stack in host memory (the CPU backend's) and the same bytes on the GPU.
+struct QuantPair {
+  std::vector<uint8_t> q, scale;
+  QuantStack cpu, gpu;
+  DeviceBuffer gq, gs;
+};
+
+QuantPair make_quant(Backend& gpu, QuantStack::Format format, ScaleType scale_type, int64_t count, int64_t rows,
+                     int64_t cols, uint64_t seed) {
+  QuantPair p;
+  QuantStack w;
+  w.format = format;
+  w.scale_type = scale_type;
+  w.count = count;
+  w.rows = rows;
+  w.cols = cols;
+  p.q.resize(static_cast<size_t>(count) * w.matrix_q_bytes());
+  p.scale.resize(static_cast<size_t>(count) * w.matrix_scale_bytes());
+  p.cpu = w;
+  p.cpu.q = p.q.data();
+  p.cpu.scale = p.scale.data();
+  fill_random_quant_host(p.cpu, seed);
+  p.gq = gpu.allocate(p.q.size());
+  p.gs = gpu.allocate(p.scale.size());
+  gpu.upload_raw(Tensor{p.gq.data(), DType::U8, 1, static_cast<int64_t>(p.q.size())}, p.q.data());
+  gpu.upload_raw(Tensor{p.gs.data(), DType::U8, 1, static_cast<int64_t>(p.scale.size())}, p.scale.data());
+  p.gpu = w;
+  p.gpu.q = p.gq.data();
+  p.gpu.scale = p.gs.data();
+  return p;
+}
+
+TEST_F(CudaKernel, DequantizeMatchesTheCpuTwinExactly) {
+  // Rows and columns that are not multiples of the 128 x 128 FP8 blocks or of the INT4 group;
+  // three matrices, so that every matrix's scales restart.
+  struct Case {
+    QuantStack::Format format;
+    ScaleType scale_type;
+    int64_t rows, cols;
+  };
+  for (const Case& c : {Case{QuantStack::Format::Fp8Block, ScaleType::F32, 130, 200},
+                        Case{QuantStack::Format::Fp8Block, ScaleType::BF16, 257, 72},
+                        Case{QuantStack::Format::Int4Group, ScaleType::BF16, 70, 200},
+                        Case{QuantStack::Format::Int4Group, ScaleType::BF16, 33, 40},
+                        // columns not a multiple of 8: the one-value-per-thread kernels
+                        Case{QuantStack::Format::Fp8Block, ScaleType::F32, 50, 70},
+                        Case{QuantStack::Format::Int4Group, ScaleType::BF16, 9, 36}}) {
+    SCOPED_TRACE(fmt::format("format {} rows {} cols {}", static_cast<int>(c.format), c.rows, c.cols));
+    QuantPair w = make_quant(*gpu_, c.format, c.scale_type, 3, c.rows, c.cols, 77);
+    Pair out = poisoned(3 * c.rows, c.cols);
+    cpu_->dequantize(w.cpu, out.cpu);
+    gpu_->dequantize(w.gpu, out.gpu);
+    const std::vector<float> want = host(*cpu_, out.cpu), got = host(*gpu_, out.gpu);
+    ASSERT_EQ(got.size(), want.size());
+    size_t differ = 0, nonfinite = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      differ += got[i] != want[i];
+      nonfinite += !std::isfinite(got[i]);
+    }
+    EXPECT_EQ(differ, 0u) << "of " << got.size();
+    EXPECT_EQ(nonfinite, 0u);
+  }
+}
+
+TEST_F(CudaKernel, QuantizedExpertsMatchTheCpuTwin) {
+  // The GPU keeps the experts quantized and dequantizes them in moe_experts; the CPU twin runs
+  // on the dequantized weights.
+  const int64_t M = 300, H = 128, I = 96;
+  const int E = 16, local = 8, first = 8, K = 4;
+  std::vector<int32_t> idv;
+  std::vector<float> wv;
+  for (int64_t t = 0; t < M; ++t)
+    for (int j = 0; j < K; ++j) {
+      idv.push_back(static_cast<int32_t>((t * 5 + j * 3 + (t % 3)) % E));
+      wv.push_back(0.1f + 0.2f * static_cast<float>(j));
+    }
+  Pair x = make(M, H, bf16_rounded(M * H, 51));
+  Pair ids = ints(idv), w = make(M, K, wv, DType::F32);
+  ids.cpu = ids.cpu.reshaped(K);
+  ids.gpu = ids.gpu.reshaped(K);
+  for (auto format : {QuantStack::Format::Fp8Block, QuantStack::Format::Int4Group}) {
+    SCOPED_TRACE(static_cast<int>(format));
+    QuantPair gu = make_quant(*gpu_, format, ScaleType::F32, 2 * local, I, H, 52);
+    QuantPair dn = make_quant(*gpu_, format, ScaleType::F32, local, H, I, 53);
+    DeviceBuffer gu_cpu = cpu_->allocate(static_cast<size_t>(2 * local * I * H) * 4);
+    DeviceBuffer dn_cpu = cpu_->allocate(static_cast<size_t>(local * H * I) * 4);
+    ExpertStack ec{gu_cpu.view(DType::F32, 2 * local * I, H), dn_cpu.view(DType::F32, local * H, I), first, local, I, {}, {}};
+    cpu_->dequantize(gu.cpu, ec.gate_up);
+    cpu_->dequantize(dn.cpu, ec.down);
+    ExpertStack eg{Tensor{}, Tensor{}, first, local, I, gu.gpu, dn.gpu};
+    Pair out = poisoned(M, H, DType::F32);
+    const MoeScratchShape cshape{K, local, H, I}, gshape{K, local, H, I, true};
+    DeviceBuffer cs = cpu_->allocate(cpu_->moe_scratch_bytes(M, cshape));
+    DeviceBuffer gs = gpu_->allocate(gpu_->moe_scratch_bytes(M, gshape));
+    cpu_->moe_experts(x.cpu, ids.cpu, w.cpu, ec, out.cpu, cs.view(DType::I32, 1, static_cast<int64_t>(cs.bytes() / 4)));
+    gpu_->moe_experts(x.gpu, ids.gpu, w.gpu, eg, out.gpu, gs.view(DType::I32, 1, static_cast<int64_t>(gs.bytes() / 4)));
+    expect_close(out, 1.5e-2, "quantized experts");
+  }
+}
+
 void CudaKernel::check_experts(int64_t M, int64_t H, int64_t I) {
   const int E = 16, local = 8, first = 8, K = 4;
   std::vector<int32_t> idv;
@@ -362,7 +462,7 @@ void CudaKernel::check_experts(int64_t M, int64_t H, int64_t I) {
   const MoeScratchShape shape{K, local, H, I};
   DeviceBuffer cs = cpu_->allocate(cpu_->moe_scratch_bytes(M, shape));
   DeviceBuffer gs = gpu_->allocate(gpu_->moe_scratch_bytes(M, shape));
-  ExpertStack ec{gate_up.cpu, down.cpu, first, local, I}, eg{gate_up.gpu, down.gpu, first, local, I};
+  ExpertStack ec{gate_up.cpu, down.cpu, first, local, I, {}, {}}, eg{gate_up.gpu, down.gpu, first, local, I, {}, {}};
   cpu_->moe_experts(x.cpu, ids.cpu, w.cpu, ec, out.cpu, cs.view(DType::I32, 1, static_cast<int64_t>(cs.bytes() / 4)));
   gpu_->moe_experts(x.gpu, ids.gpu, w.gpu, eg, out.gpu, gs.view(DType::I32, 1, static_cast<int64_t>(gs.bytes() / 4)));
   expect_close(out, 1.5e-2, "moe experts");

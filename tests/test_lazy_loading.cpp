@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
@@ -132,6 +133,68 @@ TEST(LazyLoading, ARankPagesInItsOwnExpertsAndNoOtherRanks) {
         }
     EXPECT_EQ(own_resident, own_pages) << "rank " << rank << " did not read all of its experts";
     EXPECT_GT(own_pages, 0u);
+  }
+}
+
+// `case_name` from the golden oracle rewritten into `dir` with `extra` tensors added (large
+// enough to span many pages), so that whether they were read shows in the page cache.
+void rewrite_with(const std::string& case_name, const std::filesystem::path& dir, const std::vector<std::string>& extra) {
+  const std::filesystem::path src = test::golden_case(case_name);
+  std::filesystem::copy_file(src / "config.json", dir / "config.json");
+  const model::SafetensorsFile file(src / "model.safetensors");
+  std::vector<test::StTensor> t;
+  for (const auto& [name, info] : file.tensors()) {
+    const uint8_t* p = file.data(info);
+    t.push_back({name, model::st_dtype_name(info.dtype), info.shape, std::vector<uint8_t>(p, p + (info.end - info.begin))});
+  }
+  for (const std::string& name : extra)
+    t.push_back({name, "BF16", {512, 1024}, test::bf16_bytes(test::random_floats(512 * 1024, t.size()))});
+  test::write_safetensors(dir / "model.safetensors", t);
+}
+
+// Pages wholly inside tensors whose name matches `skipped` must not be resident; returns how
+// many such pages there were.
+size_t check_never_read(const model::Checkpoint& ckpt, const std::filesystem::path& file, const std::string& skipped) {
+  const auto resident = resident_pages(file);
+  const model::SafetensorsFile& st = ckpt.file_of(ckpt.names().front());
+  const uint8_t* base = st.map().data();
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  size_t pages = 0;
+  for (const auto& [name, info] : st.tensors()) {
+    if (name.find(skipped) == std::string::npos) continue;
+    const size_t begin = static_cast<size_t>(st.data(info) - base), end = begin + (info.end - info.begin);
+    for (size_t p = (begin + page - 1) / page; (p + 1) * page <= end; ++p, ++pages)
+      EXPECT_EQ(resident[p], 0) << name << " was paged in (page " << p << ")";
+  }
+  return pages;
+}
+
+TEST(LazyLoading, VisionTowerAndExtraLayersAreNeverRead) {
+  struct Case {
+    std::string name;
+    std::vector<std::string> extra;
+    std::vector<std::string> skipped;
+  };
+  // Kimi-K2.5: the vision tower and projector; DeepSeek-V3: the next-token-prediction layer
+  // model.layers.{num_hidden_layers}.* (5 here) that the checkpoint carries beyond the model.
+  for (const Case& c : {Case{"dev_kimi_k25_int4", {"vision_tower.encoder.blocks.1.mlp.weight", "mm_projector.proj.2.weight"},
+                             {"vision_tower.", "mm_projector."}},
+                        Case{"dev_deepseek_v3_fp8", {"model.layers.5.mlp.down_proj.weight"}, {"model.layers.5."}}}) {
+    SCOPED_TRACE(c.name);
+    test::TempDir dir;
+    rewrite_with(c.name, dir.path(), c.extra);
+    const auto file = dir / "model.safetensors";
+    evict(file);
+    const model::ModelConfig cfg = model::load_model_config(dir.path());
+    const model::Checkpoint ckpt(dir.path());
+    auto backend = kernels::make_cpu_backend(1);
+    SilentCommunicator comm(0, 1);
+    auto m = model::load_model(cfg, ckpt, *backend, comm, {0, 1, 64, 64});
+    size_t pages = 0;
+    for (const std::string& skipped : c.skipped) pages += check_never_read(ckpt, file, skipped);
+    EXPECT_GE(pages, 256u) << "the skipped tensors span too few pages to show anything";
+    const auto resident = resident_pages(file);  // ...while the model's own weights were read
+    EXPECT_GT(std::count(resident.begin(), resident.end(), 1), 100);
   }
 }
 

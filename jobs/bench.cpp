@@ -246,6 +246,7 @@ int run_bench(const BenchOptions& o, const parallel::Grid& grid) {
     if (!profile.empty()) std::printf("GPU time by op over %d timed steps (warm-up excluded):\n%s", o.iters, profile.c_str());
     json line{{"config", o.config.string()},
                      {"model_type", cfg.model_type},
+                     {"quantization", cfg.quant.describe()},
                      {"layers", L},
                      {"batch", o.batch},
                      {"seq", o.seq},

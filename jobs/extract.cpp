@@ -284,8 +284,12 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
     comm = make_communicator(rc, grid, *backend);
     const auto t0 = Clock::now();
     model = model::load_model(mc, *ckpt, *backend, *comm, mo);
-    spdlog::info("ready on {}: {:.1f} MiB of weights loaded in {:.2f} s, workspace {:.1f} MiB",
-                 backend->device_description(), model->weight_bytes() / 1048576.0,
+    const std::string held =
+        mc.quant.method == model::QuantConfig::Method::None ? ""
+        : backend->keeps_weights_quantized()              ? fmt::format(" ({} held quantized)", mc.quant.describe())
+                                                           : fmt::format(" ({} dequantized at load)", mc.quant.describe());
+    spdlog::info("ready on {}: {:.1f} MiB of weights{} loaded in {:.2f} s, workspace {:.1f} MiB",
+                 backend->device_description(), model->weight_bytes() / 1048576.0, held,
                  std::chrono::duration<double>(Clock::now() - t0).count(), model->workspace_bytes() / 1048576.0);
   });
 

@@ -46,8 +46,8 @@ std::string model_info(const InfoOptions& o) {
                      m.routed_scaling_factor));
   }
   if (c.quant.method != model::QuantConfig::Method::None)
-    line(fmt::format("quantization     {}: on the GPU the routed experts stay quantized (dequantized per layer "
-                     "into scratch); other weights, and all of them on the CPU, are dequantized to bf16 at load",
+    line(fmt::format("quantization     {}: held quantized on the GPU (routed experts, and FP8 linear weights; "
+                     "dequantized into scratch for each use); dequantized to bf16 at load on the CPU",
                      c.quant.describe()));
   line(fmt::format("vocab            {}", c.vocab_size));
   std::string rope = fmt::format("{}, theta {}", c.rope.type, c.rope.theta);

@@ -67,7 +67,7 @@ struct RouterParams {
 // [2eI, 2eI + I) of gate_up and its up projection the next I rows; its down projection is
 // rows [eH, (e+1)H) of down.
 //
-// Where the backend keeps experts quantized (keeps_experts_quantized), gate_up and down are
+// Where the backend keeps experts quantized (keeps_weights_quantized), gate_up and down are
 // unset and gate_up_q / down_q hold the checkpoint's form: matrix 2e of gate_up_q is expert
 // e's gate [I, H] and matrix 2e + 1 its up; matrix e of down_q its down [H, I]. moe_experts
 // then dequantizes them into its scratch for the call.
@@ -138,8 +138,9 @@ class Backend {
   // that the dequantized weights have a benchmark's usual size.
   virtual void fill_random_quant(const QuantStack& w, uint64_t seed) = 0;
 
-  // Whether routed experts stay in their checkpoint's quantized form in this backend's memory.
-  virtual bool keeps_experts_quantized() const { return false; }
+  // Whether weights a checkpoint stores quantized stay in that form in this backend's memory
+  // (routed experts: FP8 or INT4; other linear weights: FP8), dequantized for each use.
+  virtual bool keeps_weights_quantized() const { return false; }
   // out [count * rows, cols] (compute dtype) = the bf16 values of every matrix of w.
   virtual void dequantize(const QuantStack& w, Tensor out) = 0;
 

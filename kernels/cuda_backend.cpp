@@ -335,7 +335,7 @@ class CudaBackend final : public Backend {
   }
 
   void fill_random_quant(const QuantStack& w, uint64_t seed) override { cuda::fill_random_quant(w, seed, stream_); }
-  bool keeps_experts_quantized() const override { return true; }
+  bool keeps_weights_quantized() const override { return true; }
   void dequantize(const QuantStack& w, Tensor out) override {
     Timed t(this, "dequantize");
     cuda::dequantize(w, out, stream_);

@@ -25,7 +25,7 @@ class PlanningBackend final : public Backend {
   void fill_random(Tensor, uint64_t, float) override {}
   void fill_random_quant(const QuantStack&, uint64_t) override {}
   // As the CUDA backend: the planner stands for the GPU in `info`.
-  bool keeps_experts_quantized() const override { return dtype_ == DType::BF16; }
+  bool keeps_weights_quantized() const override { return dtype_ == DType::BF16; }
   void dequantize(const QuantStack&, Tensor) override { refuse(); }
   void embedding(Tensor, Tensor, Tensor) override { refuse(); }
   void linear(Tensor, Tensor, const Tensor*, Tensor) override { refuse(); }

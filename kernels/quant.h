@@ -26,9 +26,12 @@ enum class ScaleType { F32, BF16 };
 
 struct Fp8BlockWeight {
   const uint8_t* q;   // [R, C] e4m3
-  const void* scale;  // [ceil(R / block_rows), ceil(C / block_cols)]; any alignment
+  const void* scale;  // [ceil((row_offset + R) / block_rows), ceil((col_offset + C) / block_cols)]; any alignment
   ScaleType scale_type;
   int64_t R, C, block_rows, block_cols;
+  // A slice of a larger weight starts inside a block: element (r, c) has the scale of block
+  // ((row_offset + r) / block_rows, (col_offset + c) / block_cols) of the stored scales.
+  int64_t row_offset, col_offset;
 };
 
 struct Int4GroupWeight {
@@ -50,6 +53,7 @@ struct QuantStack {
   int64_t block_rows = 128, block_cols = 128;  // Fp8Block
   int64_t group = 32;                          // Int4Group
   ScaleType scale_type = ScaleType::BF16;      // Fp8Block: F32 or BF16; Int4Group: BF16
+  int64_t row_offset = 0, col_offset = 0;      // Fp8Block: a slice's start inside its first block
   // Fp8Block: e4m3 [count * rows, cols]; Int4Group: int32 [count * rows, ceil(cols / 8)].
   void* q = nullptr;
   // Fp8Block: [count * ceil(rows / block_rows), ceil(cols / block_cols)];

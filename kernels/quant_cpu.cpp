@@ -31,16 +31,16 @@ float e4m3fn_to_float(uint8_t b) {
 }
 
 void dequantize_block(const Fp8BlockWeight& w, int64_t row0, int64_t rows, int64_t col0, int64_t cols, float* out) {
-  const int64_t scale_cols = (w.C + w.block_cols - 1) / w.block_cols;
+  const int64_t scale_cols = (w.col_offset + w.C + w.block_cols - 1) / w.block_cols;
   float lut[256];
   for (int i = 0; i < 256; ++i) lut[i] = e4m3fn_to_float(static_cast<uint8_t>(i));
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t R = row0 + r;
     const uint8_t* q = w.q + R * w.C;
-    const int64_t srow = (R / w.block_rows) * scale_cols;
+    const int64_t srow = ((w.row_offset + R) / w.block_rows) * scale_cols;
     for (int64_t c = 0; c < cols; ++c) {
       const int64_t C = col0 + c;
-      const int64_t si = srow + C / w.block_cols;
+      const int64_t si = srow + (w.col_offset + C) / w.block_cols;
       const float s = w.scale_type == ScaleType::F32 ? load<float>(w.scale, si) : bf16_to_float(load<uint16_t>(w.scale, si));
       out[r * cols + c] = to_bf16_value(lut[q[C]] * s);
     }
@@ -62,11 +62,11 @@ void dequantize_block(const Int4GroupWeight& w, int64_t row0, int64_t rows, int6
 }
 
 int64_t QuantStack::scale_rows() const {
-  return format == Format::Fp8Block ? (rows + block_rows - 1) / block_rows : rows;
+  return format == Format::Fp8Block ? (row_offset + rows + block_rows - 1) / block_rows : rows;
 }
 
 int64_t QuantStack::scale_cols() const {
-  return format == Format::Fp8Block ? (cols + block_cols - 1) / block_cols : (cols + group - 1) / group;
+  return format == Format::Fp8Block ? (col_offset + cols + block_cols - 1) / block_cols : (cols + group - 1) / group;
 }
 
 size_t QuantStack::matrix_q_bytes() const {
@@ -83,7 +83,7 @@ size_t QuantStack::matrix_scale_bytes() const {
 Fp8BlockWeight QuantStack::fp8(int64_t m) const {
   return {static_cast<const uint8_t*>(q) + static_cast<size_t>(m) * matrix_q_bytes(),
           static_cast<const char*>(scale) + static_cast<size_t>(m) * matrix_scale_bytes(), scale_type, rows, cols,
-          block_rows, block_cols};
+          block_rows, block_cols, row_offset, col_offset};
 }
 
 Int4GroupWeight QuantStack::int4(int64_t m) const {

@@ -22,7 +22,7 @@ __device__ __forceinline__ float scale_at(const void* scale, int64_t i, bool f32
 }
 
 struct Dims {
-  int64_t count, rows, cols, block_rows, block_cols, group, scale_rows, scale_cols;
+  int64_t count, rows, cols, block_rows, block_cols, group, scale_rows, scale_cols, row_offset, col_offset;
   size_t matrix_scale_elems;
   bool f32_scale;
 };
@@ -33,11 +33,11 @@ struct Dims {
 __global__ void dequant_fp8_rows(const uint8_t* q, const void* scale, Dims d, bf16* out, int64_t ld) {
   const int64_t row = blockIdx.x, m = row / d.rows, r = row - m * d.rows;
   const uint2* src = reinterpret_cast<const uint2*>(q + row * d.cols);
-  const int64_t srow = static_cast<int64_t>(m * d.matrix_scale_elems) + (r / d.block_rows) * d.scale_cols;
+  const int64_t srow = static_cast<int64_t>(m * d.matrix_scale_elems) + ((d.row_offset + r) / d.block_rows) * d.scale_cols;
   uint4* dst = reinterpret_cast<uint4*>(out + row * ld);
   for (int64_t c8 = threadIdx.x; c8 < d.cols / 8; c8 += blockDim.x) {
     const uint2 bytes = src[c8];
-    const float sc = scale_at(scale, srow + (c8 * 8) / d.block_cols, d.f32_scale);
+    const float sc = scale_at(scale, srow + (d.col_offset + c8 * 8) / d.block_cols, d.f32_scale);
     uint32_t packed[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -75,7 +75,8 @@ __global__ void dequant_fp8_kernel(const uint8_t* q, const void* scale, Dims d, 
   const int64_t n = d.count * d.rows * d.cols;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t row = i / d.cols, c = i % d.cols, m = row / d.rows, r = row % d.rows;
-    const int64_t si = static_cast<int64_t>(m * d.matrix_scale_elems) + (r / d.block_rows) * d.scale_cols + c / d.block_cols;
+    const int64_t si = static_cast<int64_t>(m * d.matrix_scale_elems) + ((d.row_offset + r) / d.block_rows) * d.scale_cols +
+                       (d.col_offset + c) / d.block_cols;
     out[row * ld + c] = to_bf(__fmul_rn(e4m3fn(q[i]), scale_at(scale, si, d.f32_scale)));
   }
 }
@@ -119,7 +120,8 @@ __global__ void random_quant_kernel(uint8_t* q, size_t q_bytes, bool fp8, void* 
 }
 
 Dims dims_of(const QuantStack& w) {
-  return {w.count, w.rows, w.cols, w.block_rows, w.block_cols, w.group, w.scale_rows(), w.scale_cols(),
+  return {w.count, w.rows, w.cols, w.block_rows, w.block_cols, w.group, w.scale_rows(), w.scale_cols(), w.row_offset,
+          w.col_offset,
           static_cast<size_t>(w.scale_rows() * w.scale_cols()),
           w.format == QuantStack::Format::Fp8Block && w.scale_type == ScaleType::F32};
 }
@@ -136,7 +138,8 @@ void dequantize(const QuantStack& w, Tensor out, cudaStream_t s) {
   const int64_t rows = w.count * w.rows;
   const bool fp8 = w.format == QuantStack::Format::Fp8Block;
   const bool by_rows = w.cols % 8 == 0 && out.stride % 8 == 0 && reinterpret_cast<uintptr_t>(out.data) % 16 == 0 &&
-                       (fp8 ? w.block_cols % 8 == 0 : w.group % 8 == 0) && rows < (int64_t{1} << 31);
+                       (fp8 ? w.block_cols % 8 == 0 && w.col_offset % 8 == 0 : w.group % 8 == 0) &&
+                       rows < (int64_t{1} << 31);
   if (by_rows && fp8) {
     dequant_fp8_rows<<<static_cast<unsigned>(rows), 128, 0, s>>>(static_cast<const uint8_t*>(w.q), w.scale, d,
                                                                  out.as<bf16>(), out.stride);

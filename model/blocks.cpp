@@ -17,6 +17,22 @@ void WorkspaceNeeds::need(Scratch s, int64_t cols, DType dtype) {
   b = std::max(b, static_cast<size_t>(cols) * kernels::dtype_size(dtype));
 }
 
+void WorkspaceNeeds::need_dequant(const LinearWeight& w) {
+  if (w.quantized()) dequant_elems = std::max(dequant_elems, w.rows * w.cols);
+}
+
+void apply_linear(StepContext& ctx, Tensor x, const LinearWeight& w, const Tensor* bias, Tensor y) {
+  kernels::Backend& be = ctx.backend;
+  if (!w.quantized()) return be.linear(x, w.dense, bias, y);
+  const Tensor full = ctx.ws.dequant.view(be.compute_dtype(), w.rows, w.cols);
+  int64_t row = 0;
+  for (const kernels::QuantStack& part : w.parts) {
+    be.dequantize(part, full.row_slice(row, part.count * part.rows));
+    row += part.count * part.rows;
+  }
+  be.linear(x, full, bias, y);
+}
+
 void WorkspaceNeeds::need_moe(const kernels::MoeScratchShape& m) {
   moe.top_k = std::max(moe.top_k, m.top_k);
   moe.local_experts = std::max(moe.local_experts, m.local_experts);
@@ -27,7 +43,7 @@ void WorkspaceNeeds::need_moe(const kernels::MoeScratchShape& m) {
 
 size_t Workspace::bytes() const {
   size_t n = ids.bytes() + positions.bytes() + cu_seqlens.bytes() + residual.bytes() + normed.bytes() +
-             normed_f32.bytes() + partial.bytes();
+             normed_f32.bytes() + partial.bytes() + dequant.bytes();
   for (const kernels::DeviceBuffer& b : scratch) n += b.bytes();
   return n;
 }
@@ -55,13 +71,12 @@ class GqaAttention final : public AttentionBlock {
 
     // q, k and v as one [q | k | v] weight: one GEMM per layer instead of three.
     const int64_t qn = heads_ * hd, kvn = kv_heads_ * hd;
-    qkv_ = loader.allocate(qn + 2 * kvn, H);
-    loader.load_into(WeightSpec::row_block(names.q + ".weight", {q_rows, H}, q_begin * hd, qn), qkv_.row_slice(0, qn));
-    loader.load_into(WeightSpec::row_block(names.k + ".weight", {kv_rows, H}, kv_begin * hd, kvn),
-                     qkv_.row_slice(qn, kvn));
-    loader.load_into(WeightSpec::row_block(names.v + ".weight", {kv_rows, H}, kv_begin * hd, kvn),
-                     qkv_.row_slice(qn + kvn, kvn));
-    o_proj_ = loader.load(WeightSpec::col_block(names.o + ".weight", {H, q_rows}, q_begin * hd, qn));
+    qkv_ = loader.load_linear({WeightSpec::row_block(names.q + ".weight", {q_rows, H}, q_begin * hd, qn),
+                               WeightSpec::row_block(names.k + ".weight", {kv_rows, H}, kv_begin * hd, kvn),
+                               WeightSpec::row_block(names.v + ".weight", {kv_rows, H}, kv_begin * hd, kvn)});
+    o_proj_ = loader.load_linear({WeightSpec::col_block(names.o + ".weight", {H, q_rows}, q_begin * hd, qn)});
+    needs.need_dequant(qkv_);
+    needs.need_dequant(o_proj_);
     if (s_.qkv_bias) {
       qkv_bias_ = loader.allocate(1, qn + 2 * kvn);
       loader.load_into(WeightSpec::row_block(names.q + ".bias", {q_rows}, q_begin * hd, qn), qkv_bias_.col_slice(0, qn));
@@ -91,7 +106,7 @@ class GqaAttention final : public AttentionBlock {
     Tensor qkv = ctx.ws.view(Scratch::Qkv, dt, M, qn + 2 * kvn);
     Tensor q = qkv.col_slice(0, qn), k = qkv.col_slice(qn, kvn), v = qkv.col_slice(qn + kvn, kvn);
     Tensor o = ctx.ws.view(Scratch::AttnOut, dt, M, qn);
-    be.linear(normed, qkv_, s_.qkv_bias ? &qkv_bias_ : nullptr, qkv);
+    apply_linear(ctx, normed, qkv_, s_.qkv_bias ? &qkv_bias_ : nullptr, qkv);
     if (s_.qk_norm) {
       be.rmsnorm_heads(q, static_cast<int>(hd), q_norm_, s_.norm_eps);
       be.rmsnorm_heads(k, static_cast<int>(hd), k_norm_, s_.norm_eps);
@@ -107,14 +122,14 @@ class GqaAttention final : public AttentionBlock {
     ap.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
     ap.sliding_window = s_.sliding_window;
     be.attention(q, k, v, o, ap, ctx.seqs);
-    be.linear(o, o_proj_, o_bias_.data ? &o_bias_ : nullptr, out);
+    apply_linear(ctx, o, o_proj_, o_bias_.data ? &o_bias_ : nullptr, out);
   }
 
  private:
   GqaShape s_;
   int64_t heads_ = 0, kv_heads_ = 0;
-  Tensor qkv_;       // [(heads + 2 kv_heads) * head_dim, H]: q | k | v rows
-  Tensor o_proj_;    // [H, heads * head_dim]
+  LinearWeight qkv_;     // [(heads + 2 kv_heads) * head_dim, H]: q | k | v rows
+  LinearWeight o_proj_;  // [H, heads * head_dim]
   Tensor qkv_bias_;  // [1, (heads + 2 kv_heads) * head_dim]
   Tensor o_bias_;    // [1, H], TP rank 0 only
   Tensor q_norm_;   // [1, head_dim]
@@ -131,23 +146,26 @@ class MlaAttention final : public AttentionBlock {
     const int64_t h0 = tp.rank * heads_;
     const int64_t kv_a_rows = s_.kv_lora_rank + s_.rope_dim;
     if (s_.q_lora_rank > 0) {
-      q_a_ = loader.load(WeightSpec::replicated(names.q_a + ".weight", {s_.q_lora_rank, H}));
+      q_a_ = loader.load_linear({WeightSpec::replicated(names.q_a + ".weight", {s_.q_lora_rank, H})});
       if (s_.bias) q_a_bias_ = loader.load(WeightSpec::replicated(names.q_a + ".bias", {s_.q_lora_rank}));
       q_a_norm_ = loader.load(WeightSpec::replicated(names.q_a_norm + ".weight", {s_.q_lora_rank}));
-      q_b_ = loader.load(
-          WeightSpec::row_block(names.q_b + ".weight", {s_.num_heads * qk, s_.q_lora_rank}, h0 * qk, heads_ * qk));
+      q_b_ = loader.load_linear(
+          {WeightSpec::row_block(names.q_b + ".weight", {s_.num_heads * qk, s_.q_lora_rank}, h0 * qk, heads_ * qk)});
       needs.need(Scratch::QLatent, s_.q_lora_rank, dt);
     } else {
-      q_b_ = loader.load(WeightSpec::row_block(names.q + ".weight", {s_.num_heads * qk, H}, h0 * qk, heads_ * qk));
+      q_b_ = loader.load_linear(
+          {WeightSpec::row_block(names.q + ".weight", {s_.num_heads * qk, H}, h0 * qk, heads_ * qk)});
     }
-    kv_a_ = loader.load(WeightSpec::replicated(names.kv_a + ".weight", {kv_a_rows, H}));
+    kv_a_ = loader.load_linear({WeightSpec::replicated(names.kv_a + ".weight", {kv_a_rows, H})});
     if (s_.bias) kv_a_bias_ = loader.load(WeightSpec::replicated(names.kv_a + ".bias", {kv_a_rows}));
     kv_a_norm_ = loader.load(WeightSpec::replicated(names.kv_a_norm + ".weight", {s_.kv_lora_rank}));
     const int64_t kv_b_per_head = s_.nope_dim + s_.v_dim;
-    kv_b_ = loader.load(WeightSpec::row_block(names.kv_b + ".weight", {s_.num_heads * kv_b_per_head, s_.kv_lora_rank},
-                                              h0 * kv_b_per_head, heads_ * kv_b_per_head));
-    o_ = loader.load(WeightSpec::col_block(names.o + ".weight", {H, s_.num_heads * s_.v_dim}, h0 * s_.v_dim,
-                                           heads_ * s_.v_dim));
+    kv_b_ = loader.load_linear({WeightSpec::row_block(names.kv_b + ".weight",
+                                                      {s_.num_heads * kv_b_per_head, s_.kv_lora_rank},
+                                                      h0 * kv_b_per_head, heads_ * kv_b_per_head)});
+    o_ = loader.load_linear({WeightSpec::col_block(names.o + ".weight", {H, s_.num_heads * s_.v_dim}, h0 * s_.v_dim,
+                                                   heads_ * s_.v_dim)});
+    for (const LinearWeight* w : {&q_a_, &q_b_, &kv_a_, &kv_b_, &o_}) needs.need_dequant(*w);
     if (s_.bias) {
       Tensor b = loader.load(fp32(WeightSpec::replicated(names.o + ".bias", {H})));
       if (tp.rank == 0) o_bias_ = b;
@@ -169,14 +187,14 @@ class MlaAttention final : public AttentionBlock {
     Tensor q = ctx.ws.view(Scratch::Q, dt, M, heads_ * qk);
     if (s_.q_lora_rank > 0) {
       Tensor q_lat = ctx.ws.view(Scratch::QLatent, dt, M, s_.q_lora_rank);
-      be.linear(normed, q_a_, s_.bias ? &q_a_bias_ : nullptr, q_lat);
+      apply_linear(ctx, normed, q_a_, s_.bias ? &q_a_bias_ : nullptr, q_lat);
       be.rmsnorm(q_lat, q_a_norm_, s_.lora_norm_eps, q_lat);
-      be.linear(q_lat, q_b_, nullptr, q);
+      apply_linear(ctx, q_lat, q_b_, nullptr, q);
     } else {
-      be.linear(normed, q_b_, nullptr, q);
+      apply_linear(ctx, normed, q_b_, nullptr, q);
     }
     Tensor ckv = ctx.ws.view(Scratch::KvCompressed, dt, M, s_.kv_lora_rank + s_.rope_dim);
-    be.linear(normed, kv_a_, s_.bias ? &kv_a_bias_ : nullptr, ckv);
+    apply_linear(ctx, normed, kv_a_, s_.bias ? &kv_a_bias_ : nullptr, ckv);
     Tensor kv_lat = ctx.ws.view(Scratch::KvLatent, dt, M, s_.kv_lora_rank);
     be.rmsnorm(ckv.col_slice(0, s_.kv_lora_rank), kv_a_norm_, s_.lora_norm_eps, kv_lat);
     Tensor k_rot = ckv.col_slice(s_.kv_lora_rank, s_.rope_dim);
@@ -185,7 +203,7 @@ class MlaAttention final : public AttentionBlock {
     be.rope(q, {heads, static_cast<int>(qk), static_cast<int>(s_.nope_dim), rope, s_.interleaved}, ctx.rope, ctx.seqs);
 
     Tensor kv = ctx.ws.view(Scratch::KvExpanded, dt, M, heads_ * (s_.nope_dim + s_.v_dim));
-    be.linear(kv_lat, kv_b_, nullptr, kv);
+    apply_linear(ctx, kv_lat, kv_b_, nullptr, kv);
     Tensor k = ctx.ws.view(Scratch::K, dt, M, heads_ * qk);
     Tensor v = ctx.ws.view(Scratch::V, dt, M, heads_ * s_.v_dim);
     be.mla_expand_kv(kv, k_rot, heads, static_cast<int>(s_.nope_dim), static_cast<int>(s_.v_dim), k, v);
@@ -197,21 +215,21 @@ class MlaAttention final : public AttentionBlock {
     ap.v_head_dim = static_cast<int>(s_.v_dim);
     ap.scale = s_.scale;
     be.attention(q, k, v, o, ap, ctx.seqs);
-    be.linear(o, o_, o_bias_.data ? &o_bias_ : nullptr, out);
+    apply_linear(ctx, o, o_, o_bias_.data ? &o_bias_ : nullptr, out);
   }
 
  private:
   MlaShape s_;
   int64_t heads_ = 0;
-  Tensor q_a_;        // [q_lora_rank, H], replicated
+  LinearWeight q_a_;  // [q_lora_rank, H], replicated
   Tensor q_a_bias_;   // [1, q_lora_rank]
   Tensor q_a_norm_;   // [1, q_lora_rank]
-  Tensor q_b_;        // [heads * (nope + rope), q_lora_rank], or q_proj [heads * (nope + rope), H]
-  Tensor kv_a_;       // [kv_lora_rank + rope, H], replicated
+  LinearWeight q_b_;  // [heads * (nope + rope), q_lora_rank], or q_proj [heads * (nope + rope), H]
+  LinearWeight kv_a_;  // [kv_lora_rank + rope, H], replicated
   Tensor kv_a_bias_;  // [1, kv_lora_rank + rope]
   Tensor kv_a_norm_;  // [1, kv_lora_rank]
-  Tensor kv_b_;       // [heads * (nope + v), kv_lora_rank]
-  Tensor o_;          // [H, heads * v]
+  LinearWeight kv_b_;  // [heads * (nope + v), kv_lora_rank]
+  LinearWeight o_;     // [H, heads * v]
   Tensor o_bias_;     // [1, H], TP rank 0 only
 };
 
@@ -224,11 +242,11 @@ class SwigluMlp final : public FfnBlock {
     local_ = I / tp.size;
     const int64_t begin = tp.rank * local_;
     // gate and up as one [gate | up] weight: one GEMM instead of two.
-    gate_up_ = loader.allocate(2 * local_, H);
-    loader.load_into(WeightSpec::row_block(names.gate + ".weight", {I, H}, begin, local_), gate_up_.row_slice(0, local_));
-    loader.load_into(WeightSpec::row_block(names.up + ".weight", {I, H}, begin, local_),
-                     gate_up_.row_slice(local_, local_));
-    down_ = loader.load(WeightSpec::col_block(names.down + ".weight", {H, I}, begin, local_));
+    gate_up_ = loader.load_linear({WeightSpec::row_block(names.gate + ".weight", {I, H}, begin, local_),
+                                   WeightSpec::row_block(names.up + ".weight", {I, H}, begin, local_)});
+    down_ = loader.load_linear({WeightSpec::col_block(names.down + ".weight", {H, I}, begin, local_)});
+    needs.need_dequant(gate_up_);
+    needs.need_dequant(down_);
     if (s_.bias) {
       gate_up_bias_ = loader.allocate(1, 2 * local_);
       loader.load_into(WeightSpec::row_block(names.gate + ".bias", {I}, begin, local_),
@@ -246,16 +264,16 @@ class SwigluMlp final : public FfnBlock {
     kernels::Backend& be = ctx.backend;
     Tensor gate_up = ctx.ws.view(Scratch::GateUp, normed.dtype, ctx.tokens, 2 * local_);
     Tensor act = ctx.ws.view(Scratch::Act, normed.dtype, ctx.tokens, local_);
-    be.linear(normed, gate_up_, s_.bias ? &gate_up_bias_ : nullptr, gate_up);
+    apply_linear(ctx, normed, gate_up_, s_.bias ? &gate_up_bias_ : nullptr, gate_up);
     be.silu_mul(gate_up.col_slice(0, local_), gate_up.col_slice(local_, local_), act);
-    be.linear(act, down_, down_bias_.data ? &down_bias_ : nullptr, out);
+    apply_linear(ctx, act, down_, down_bias_.data ? &down_bias_ : nullptr, out);
   }
 
  private:
   MlpShape s_;
   int64_t local_ = 0;
-  Tensor gate_up_;       // [2 I / tp, H]: gate rows then up rows
-  Tensor down_;          // [H, I / tp]
+  LinearWeight gate_up_;  // [2 I / tp, H]: gate rows then up rows
+  LinearWeight down_;     // [H, I / tp]
   Tensor gate_up_bias_;  // [1, 2 I / tp]
   Tensor down_bias_;     // [1, H], TP rank 0 only
 };
@@ -275,7 +293,7 @@ class MoeFfn final : public FfnBlock {
     experts_.first_expert = tp.rank * experts_.num_experts;
     experts_.intermediate = I;
     const int64_t n = experts_.num_experts;
-    if (loader.backend().keeps_experts_quantized()) {
+    if (loader.backend().keeps_weights_quantized()) {
       // Kept as the checkpoint stores them (INT4, FP8) where the backend can: they are most
       // of a large MoE's bytes; moe_experts dequantizes a layer's experts for each call.
       std::vector<std::string> gate_up, down;

@@ -29,8 +29,10 @@ enum class Scratch {
 struct WorkspaceNeeds {
   std::array<size_t, static_cast<size_t>(Scratch::kCount)> bytes_per_token{};
   kernels::MoeScratchShape moe;
+  int64_t dequant_elems = 0;  // the largest linear weight kept quantized, dequantized for use
   void need(Scratch s, int64_t cols, kernels::DType dtype);
   void need_moe(const kernels::MoeScratchShape& shape);
+  void need_dequant(const LinearWeight& w);
 };
 
 // Activation memory for one step, sized from the token budget and shared by all layers.
@@ -42,6 +44,7 @@ struct Workspace {
   kernels::DeviceBuffer partial;     // [tokens, H] fp32: a block's output before the all-reduce
   std::array<kernels::DeviceBuffer, static_cast<size_t>(Scratch::kCount)> scratch;
   kernels::Tensor moe_work;  // the MoeWork slot as bytes, for Backend::moe_experts
+  kernels::DeviceBuffer dequant;  // a quantized linear weight, dequantized for its GEMM
 
   kernels::Tensor view(Scratch s, kernels::DType dtype, int64_t rows, int64_t cols) const {
     return scratch[static_cast<size_t>(s)].view(dtype, rows, cols);
@@ -57,6 +60,10 @@ struct StepContext {
   const kernels::RopeTable& rope;
   int64_t tokens;
 };
+
+// y = x w^T (+ bias); a quantized weight is first dequantized into the workspace.
+void apply_linear(StepContext& ctx, kernels::Tensor x, const LinearWeight& w, const kernels::Tensor* bias,
+                  kernels::Tensor y);
 
 class AttentionBlock {
  public:

@@ -122,6 +122,7 @@ class DecoderModel final : public Model {
       const size_t per_token = parts_.needs.bytes_per_token[s];
       if (per_token) ws_.scratch[s] = be.allocate(M * per_token);
     }
+    if (parts_.needs.dequant_elems > 0) ws_.dequant = be.allocate(static_cast<size_t>(parts_.needs.dequant_elems) * e);
     if (parts_.needs.moe.local_experts > 0) {
       const size_t bytes = be.moe_scratch_bytes(opt_.max_tokens, parts_.needs.moe);
       auto& slot = ws_.scratch[static_cast<size_t>(Scratch::MoeWork)];

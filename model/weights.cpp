@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -229,7 +230,7 @@ void WeightLoader::dequantize_fp8(const WeightSpec& spec, const std::string& nam
   const RowSpan q_rows(*st.file, *st.q, r0, rows);
   const kernels::Fp8BlockWeight w{st.file->data(*st.q), st.scale_file->data(*st.scale),
                                   st.scale->dtype == StDType::F32 ? kernels::ScaleType::F32 : kernels::ScaleType::BF16,
-                                  spec.shape[0], spec.shape[1], quant_.block_rows, quant_.block_cols};
+                                  spec.shape[0], spec.shape[1], quant_.block_rows, quant_.block_cols, 0, 0};
   kernels::dequantize_block(w, r0, rows, spec.col_begin, spec.slice_cols(), staging_.data());
 }
 
@@ -241,6 +242,84 @@ void WeightLoader::dequantize_int4(const WeightSpec& spec, const std::string& ba
   const kernels::Int4GroupWeight w{st.file->data(*st.packed), st.scale_file->data(*st.scale), spec.shape[0],
                                    spec.shape[1], quant_.group_size};
   kernels::dequantize_block(w, r0, rows, spec.col_begin, spec.slice_cols(), staging_.data());
+}
+
+bool WeightLoader::stored_fp8(const WeightSpec& spec) const {
+  if (spec.shape.size() != 2) return false;
+  if (!ckpt_) return quant_.method == QuantConfig::Method::Fp8Block;
+  const std::string name = prefix_ + spec.name;
+  return ckpt_->contains(name) && ckpt_->require(name).dtype == StDType::F8_E4M3;
+}
+
+LinearWeight WeightLoader::load_linear(const std::vector<WeightSpec>& parts) {
+  LinearWeight w;
+  w.cols = parts.front().slice_cols();
+  for (const WeightSpec& p : parts) {
+    E3_REQUIRE(p.slice_cols() == w.cols, ErrorKind::Internal, "parts of one linear weight differ in columns");
+    w.rows += p.slice_rows();
+  }
+  if (backend_.keeps_weights_quantized() &&
+      std::all_of(parts.begin(), parts.end(), [&](const WeightSpec& p) { return stored_fp8(p); })) {
+    for (const WeightSpec& p : parts) w.parts.push_back(load_fp8_slice(p));
+    return w;
+  }
+  w.dense = allocate(w.rows, w.cols);
+  int64_t row = 0;
+  for (const WeightSpec& p : parts) {
+    load_into(p, w.dense.row_slice(row, p.slice_rows()));
+    row += p.slice_rows();
+  }
+  return w;
+}
+
+kernels::QuantStack WeightLoader::load_fp8_slice(const WeightSpec& spec) {
+  kernels::QuantStack st;
+  st.format = kernels::QuantStack::Format::Fp8Block;
+  st.count = 1;
+  st.rows = spec.slice_rows();
+  st.cols = spec.slice_cols();
+  st.block_rows = quant_.block_rows;
+  st.block_cols = quant_.block_cols;
+  st.row_offset = spec.row_begin % quant_.block_rows;
+  st.col_offset = spec.col_begin % quant_.block_cols;
+  st.scale_type = kernels::ScaleType::F32;
+  std::optional<StoredFp8> stored;
+  if (ckpt_) {
+    const std::string name = prefix_ + spec.name;
+    stored = find_fp8(spec.shape, name, name.substr(0, name.size() - std::string_view(".weight").size()));
+    if (stored->scale->dtype == StDType::BF16) st.scale_type = kernels::ScaleType::BF16;
+  }
+  kernels::DeviceBuffer q = backend_.allocate(st.matrix_q_bytes());
+  kernels::DeviceBuffer scale = backend_.allocate(st.matrix_scale_bytes());
+  st.q = q.data();
+  st.scale = scale.data();
+  store_.keep(std::move(q));
+  store_.keep(std::move(scale));
+  if (!stored) {
+    if (random_) backend_.fill_random_quant(st, seed_++);
+    return st;
+  }
+  // The slice's bytes, and the block scales that cover it, gathered into host memory.
+  const int64_t C = spec.shape[1];
+  std::vector<uint8_t> q_host(st.matrix_q_bytes());
+  {
+    const RowSpan rows(*stored->file, *stored->q, spec.row_begin, st.rows);
+    for (int64_t r = 0; r < st.rows; ++r)
+      std::memcpy(q_host.data() + r * st.cols, rows.first + r * C + spec.col_begin, static_cast<size_t>(st.cols));
+  }
+  const size_t elem = st.scale_type == kernels::ScaleType::F32 ? 4 : 2;
+  const int64_t full_scale_cols = stored->scale->shape[1], r0 = spec.row_begin / quant_.block_rows,
+                c0 = spec.col_begin / quant_.block_cols;
+  std::vector<uint8_t> scale_host(st.matrix_scale_bytes());
+  const uint8_t* scales = stored->scale_file->data(*stored->scale);
+  for (int64_t i = 0; i < st.scale_rows(); ++i)
+    std::memcpy(scale_host.data() + static_cast<size_t>(i * st.scale_cols()) * elem,
+                scales + static_cast<size_t>((r0 + i) * full_scale_cols + c0) * elem,
+                static_cast<size_t>(st.scale_cols()) * elem);
+  backend_.upload_raw(kernels::Tensor{st.q, kernels::DType::U8, 1, static_cast<int64_t>(q_host.size())}, q_host.data());
+  backend_.upload_raw(kernels::Tensor{st.scale, kernels::DType::U8, 1, static_cast<int64_t>(scale_host.size())},
+                      scale_host.data());
+  return st;
 }
 
 kernels::QuantStack WeightLoader::load_quantized(const std::vector<std::string>& names, int64_t rows, int64_t cols) {

@@ -35,6 +35,16 @@ struct WeightSpec {
   int64_t slice_numel() const { return slice_rows() * slice_cols(); }
 };
 
+// A linear layer's weight [N, K] as this rank holds it: dense in the compute dtype or, where
+// the backend keeps weights quantized and the checkpoint stores every part in FP8, the FP8
+// slices of its parts stacked along N (apply_linear dequantizes them into scratch per use).
+struct LinearWeight {
+  kernels::Tensor dense;                  // [N, K], unset when quantized
+  std::vector<kernels::QuantStack> parts;  // one matrix each; rows add up to N
+  int64_t rows = 0, cols = 0;
+  bool quantized() const { return !parts.empty(); }
+};
+
 // Owns the backend memory of a model's weights.
 class WeightStore {
  public:
@@ -76,6 +86,8 @@ class WeightLoader {
   // checkpoint (planning, the benchmark) the form is the one quantization_config announces.
   kernels::QuantStack load_quantized(const std::vector<std::string>& names, int64_t rows, int64_t cols);
   kernels::Backend& backend() const { return backend_; }
+  // The row-stacked slices `parts` (all with the same columns) as one linear weight.
+  LinearWeight load_linear(const std::vector<WeightSpec>& parts);
   // Backend memory owned by the store; the compute dtype unless fp32 is asked for.
   kernels::Tensor allocate(int64_t rows, int64_t cols, bool fp32 = false);
   kernels::DType compute_dtype() const { return backend_.compute_dtype(); }
@@ -96,6 +108,8 @@ class WeightLoader {
   // The stored parts of a quantized weight, after every check (shape, scale, dtype, config).
   StoredFp8 find_fp8(const std::vector<int64_t>& shape, const std::string& name, const std::string& base) const;
   StoredInt4 find_int4(const std::vector<int64_t>& shape, const std::string& base) const;
+  bool stored_fp8(const WeightSpec& spec) const;
+  kernels::QuantStack load_fp8_slice(const WeightSpec& spec);
   // Fill staging_ with spec's slice of a quantized weight; false if `name` is not stored quantized.
   bool dequantize_slice(const WeightSpec& spec, const std::string& name);
   void dequantize_fp8(const WeightSpec& spec, const std::string& name, const std::string& base);

@@ -351,9 +351,11 @@ struct QuantPair {
 };
 
 QuantPair make_quant(Backend& gpu, QuantStack::Format format, ScaleType scale_type, int64_t count, int64_t rows,
-                     int64_t cols, uint64_t seed) {
+                     int64_t cols, uint64_t seed, int64_t row_offset = 0, int64_t col_offset = 0) {
   QuantPair p;
   QuantStack w;
+  w.row_offset = row_offset;
+  w.col_offset = col_offset;
   w.format = format;
   w.scale_type = scale_type;
   w.count = count;
@@ -381,7 +383,7 @@ TEST_F(CudaKernel, DequantizeMatchesTheCpuTwinExactly) {
   struct Case {
     QuantStack::Format format;
     ScaleType scale_type;
-    int64_t rows, cols;
+    int64_t rows, cols, row_offset = 0, col_offset = 0;
   };
   for (const Case& c : {Case{QuantStack::Format::Fp8Block, ScaleType::F32, 130, 200},
                         Case{QuantStack::Format::Fp8Block, ScaleType::BF16, 257, 72},
@@ -389,9 +391,12 @@ TEST_F(CudaKernel, DequantizeMatchesTheCpuTwinExactly) {
                         Case{QuantStack::Format::Int4Group, ScaleType::BF16, 33, 40},
                         // columns not a multiple of 8: the one-value-per-thread kernels
                         Case{QuantStack::Format::Fp8Block, ScaleType::F32, 50, 70},
-                        Case{QuantStack::Format::Int4Group, ScaleType::BF16, 9, 36}}) {
+                        Case{QuantStack::Format::Int4Group, ScaleType::BF16, 9, 36},
+                        // a tensor-parallel slice starting inside a block
+                        Case{QuantStack::Format::Fp8Block, ScaleType::F32, 100, 96, 64, 40},
+                        Case{QuantStack::Format::Fp8Block, ScaleType::BF16, 100, 96, 1, 36}}) {
     SCOPED_TRACE(fmt::format("format {} rows {} cols {}", static_cast<int>(c.format), c.rows, c.cols));
-    QuantPair w = make_quant(*gpu_, c.format, c.scale_type, 3, c.rows, c.cols, 77);
+    QuantPair w = make_quant(*gpu_, c.format, c.scale_type, 3, c.rows, c.cols, 77, c.row_offset, c.col_offset);
     Pair out = poisoned(3 * c.rows, c.cols);
     cpu_->dequantize(w.cpu, out.cpu);
     gpu_->dequantize(w.gpu, out.gpu);

@@ -29,6 +29,7 @@ using e3::kernels::e4m3fn_to_float;
 using e3::kernels::float_to_bf16;
 using e3::kernels::Fp8BlockWeight;
 using e3::kernels::Int4GroupWeight;
+using e3::kernels::QuantStack;
 using e3::kernels::ScaleType;
 using e3::model::QuantConfig;
 using e3::test::Contains;
@@ -85,7 +86,7 @@ TEST(Quant, Fp8BlockScalesEveryElementAndSlicesCutBlocks) {
   for (bool bf16_scale : {false, true}) {
     SCOPED_TRACE(bf16_scale ? "bf16 scales" : "f32 scales");
     const Fp8BlockWeight w{k.q.data(), bf16_scale ? static_cast<const void*>(k.scale_bf16.data()) : k.scale_f32.data(),
-                           bf16_scale ? ScaleType::BF16 : ScaleType::F32, k.R, k.C, k.BR, k.BC};
+                           bf16_scale ? ScaleType::BF16 : ScaleType::F32, k.R, k.C, k.BR, k.BC, 0, 0};
     for (auto [r0, rows, c0, cols] : {std::array<int64_t, 4>{0, 5, 0, 7}, {1, 3, 2, 4}, {4, 1, 5, 2}}) {
       std::vector<float> out(static_cast<size_t>(rows * cols));
       dequantize_block(w, r0, rows, c0, cols, out.data());
@@ -94,6 +95,39 @@ TEST(Quant, Fp8BlockScalesEveryElementAndSlicesCutBlocks) {
           EXPECT_EQ(out[static_cast<size_t>(r * cols + c)], k.expected(r0 + r, c0 + c, bf16_scale)) << r0 + r << "," << c0 + c;
     }
   }
+}
+
+TEST(Quant, Fp8SliceStartingInsideABlockUsesTheCoveringScales) {
+  // Rows [1, 4) x columns [2, 7) of the [5, 7] weight, kept as a slice: its bytes, and the
+  // scales of the blocks covering it (block rows 0..1, block columns 0..2 of the 3 x 3 grid).
+  const Fp8Case k;
+  const int64_t r0 = 1, rows = 3, c0 = 2, cols = 5;
+  QuantStack st;
+  st.format = QuantStack::Format::Fp8Block;
+  st.scale_type = ScaleType::F32;
+  st.count = 1;
+  st.rows = rows;
+  st.cols = cols;
+  st.block_rows = Fp8Case::BR;
+  st.block_cols = Fp8Case::BC;
+  st.row_offset = r0 % Fp8Case::BR;
+  st.col_offset = c0 % Fp8Case::BC;
+  ASSERT_EQ(st.scale_rows(), 2);
+  ASSERT_EQ(st.scale_cols(), 3);
+  std::vector<uint8_t> q;
+  for (int64_t r = r0; r < r0 + rows; ++r)
+    for (int64_t c = c0; c < c0 + cols; ++c) q.push_back(k.q[static_cast<size_t>(r * Fp8Case::C + c)]);
+  std::vector<float> scale;
+  for (int64_t i = r0 / Fp8Case::BR; i < r0 / Fp8Case::BR + st.scale_rows(); ++i)
+    for (int64_t j = c0 / Fp8Case::BC; j < c0 / Fp8Case::BC + st.scale_cols(); ++j)
+      scale.push_back(k.scale_f32[static_cast<size_t>(i * 3 + j)]);
+  st.q = q.data();
+  st.scale = scale.data();
+  std::vector<float> out(static_cast<size_t>(rows * cols));
+  e3::kernels::dequantize_stack(st, out.data());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      EXPECT_EQ(out[static_cast<size_t>(r * cols + c)], k.expected(r0 + r, c0 + c, false)) << r << "," << c;
 }
 
 // A [3, 40] INT4 weight in groups of 32 (scale [3, 2]; the last group is partial).

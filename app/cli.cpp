@@ -60,6 +60,11 @@ Request parse_command_line(int argc, char** argv) {
                  "part-IIII-of-PPPP.rank-NNNNN.log with --part)");
   app.add_option("--threads", rc.threads, "CPU backend threads per rank; default: cores on the node / ranks on it");
   app.add_option("--progress-interval", rc.progress_interval_s, "seconds between progress lines")->capture_default_str();
+  app.add_option("--expert-dequant", rc.expert_dequant,
+                 "quantized MoE experts on the GPU: scratch (dequantize a layer's experts into a bf16 buffer, "
+                 "then the GEMMs; faster) | gemm (Hopper: convert each weight tile inside the GEMM; no buffer, "
+                 "so less memory)")
+      ->capture_default_str();
   bool no_space_check = false;
   app.add_flag("--no-space-check", no_space_check,
                "start even when the file system of --out has less free space than the estimated output");
@@ -89,6 +94,8 @@ Request parse_command_line(int argc, char** argv) {
   bench->add_option("--num-layers", req.bench.num_layers, "override num_hidden_layers");
   bench->add_option("--backend", req.bench.backend, "auto | cuda | cpu")->capture_default_str();
   bench->add_option("--comm", req.bench.comm, "auto | nccl | mpi")->capture_default_str();
+  bench->add_option("--expert-dequant", req.bench.expert_dequant, "scratch | gemm (quantized experts)")
+      ->capture_default_str();
   bench->add_option("--out", req.bench.out,
                     "also time end to end: the same steps with 3 ids + final written as bf16 shards under this directory");
   app.require_subcommand(0, 1);

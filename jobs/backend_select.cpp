@@ -25,8 +25,13 @@ std::string resolve_backend(const std::string& requested) {
 }
 
 std::unique_ptr<kernels::Backend> make_backend(const RunConfig& rc, const parallel::Grid& grid) {
-  if (resolve_backend(rc.backend) == "cuda")
-    return kernels::make_cuda_backend(grid.local_rank() % kernels::cuda_device_count());
+  E3_REQUIRE(rc.expert_dequant == "scratch" || rc.expert_dequant == "gemm", ErrorKind::Usage,
+             "--expert-dequant must be scratch or gemm, not '{}'", rc.expert_dequant);
+  if (resolve_backend(rc.backend) == "cuda") {
+    auto be = kernels::make_cuda_backend(grid.local_rank() % kernels::cuda_device_count());
+    be->set_quantized_experts_in_gemm(rc.expert_dequant == "gemm");
+    return be;
+  }
   int threads = rc.threads;
   if (threads <= 0) {
     // Share the node's cores among the ranks on it.

@@ -19,6 +19,7 @@ struct BenchOptions {
   int64_t num_layers = 0;        // > 0: override num_hidden_layers
   std::string backend = "auto";
   std::string comm = "auto";
+  std::string expert_dequant = "scratch";  // scratch | gemm, as for a run
   std::filesystem::path out;     // when set, also time end to end with HDF5 shards written here
 };
 

@@ -42,6 +42,7 @@ struct RunConfig {
   io::Part part;                           // --part I/P: this job's slice of the shards
   bool part_given = false;
   bool space_check = true;                 // refuse to start when --out lacks room for the output
+  std::string expert_dequant = "scratch";  // scratch | gemm: how kept-quantized experts reach the GEMM
 };
 
 }  // namespace e3::jobs

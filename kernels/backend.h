@@ -141,6 +141,13 @@ class Backend {
   // Whether weights a checkpoint stores quantized stay in that form in this backend's memory
   // (routed experts: FP8 or INT4; other linear weights: FP8), dequantized for each use.
   virtual bool keeps_weights_quantized() const { return false; }
+  // Whether moe_experts reads these kept-quantized experts directly (converting B tiles in its
+  // GEMMs), so that its scratch needs no dequantized copy (MoeScratchShape::quantized false).
+  virtual bool reads_quantized_experts(const ExpertStack&) const { return false; }
+  // --expert-dequant gemm: convert kept-quantized experts inside the GEMM where the backend can
+  // (less memory, somewhat slower), rather than dequantizing a layer's experts into scratch.
+  // Set before the model is built: it sizes the workspace.
+  virtual void set_quantized_experts_in_gemm(bool) {}
   // out [count * rows, cols] (compute dtype) = the bf16 values of every matrix of w.
   virtual void dequantize(const QuantStack& w, Tensor out) = 0;
 

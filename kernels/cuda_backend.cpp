@@ -319,9 +319,11 @@ class CudaBackend final : public Backend {
   }
   void moe_experts(Tensor x, Tensor ids, Tensor weights, const ExpertStack& experts, Tensor out,
                    Tensor scratch) override {
-    if (!profiler_) return cuda::moe_experts(x, ids, weights, experts, out, scratch, hopper_gemm_, stream_);
+    if (!profiler_)
+      return cuda::moe_experts(x, ids, weights, experts, out, scratch, hopper_gemm_, experts_in_gemm_, stream_);
     int open = -1;  // each phase timed on its own
-    cuda::moe_experts(x, ids, weights, experts, out, scratch, hopper_gemm_, stream_, [&](const char* phase) {
+    cuda::moe_experts(x, ids, weights, experts, out, scratch, hopper_gemm_, experts_in_gemm_, stream_,
+                      [&](const char* phase) {
       if (open >= 0) profiler_->end(open);
       open = phase ? profiler_->begin(phase) : -1;
     });
@@ -336,6 +338,10 @@ class CudaBackend final : public Backend {
 
   void fill_random_quant(const QuantStack& w, uint64_t seed) override { cuda::fill_random_quant(w, seed, stream_); }
   bool keeps_weights_quantized() const override { return true; }
+  bool reads_quantized_experts(const ExpertStack& ex) const override {
+    return cuda::moe_reads_quantized(ex, hopper_gemm_, experts_in_gemm_);
+  }
+  void set_quantized_experts_in_gemm(bool on) override { experts_in_gemm_ = on; }
   void dequantize(const QuantStack& w, Tensor out) override {
     Timed t(this, "dequantize");
     cuda::dequantize(w, out, stream_);
@@ -360,6 +366,7 @@ class CudaBackend final : public Backend {
   int device_;
   int cc_ = 0;
   bool hopper_gemm_ = false;  // the sm_90a grouped expert GEMM runs on this GPU
+  bool experts_in_gemm_ = false;  // --expert-dequant gemm
   std::string name_;
   size_t memory_ = 0;
   cudaStream_t stream_ = nullptr;

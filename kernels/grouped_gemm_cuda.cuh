@@ -19,10 +19,29 @@ struct GroupedArgs {
   int experts, n, k;
 };
 
+// The experts' weights in their quantized form (a QuantStack), as the kernel reads them.
+struct QuantWeights {
+  const void* q = nullptr;
+  const void* scale = nullptr;
+  int64_t rows = 0;           // rows per matrix
+  int64_t row_bytes = 0;      // packed bytes per row
+  int64_t scale_cols = 0;     // scales per scale row
+  int64_t matrix_scales = 0;  // scales per matrix (FP8)
+  int64_t group = 32, block_rows = 128, block_cols = 128;
+  bool f32_scale = false;
+};
+
 // C_e = A_e W_e^T for every expert in one launch on sm_90 (wgmma). With fuse_silu, W_e is
 // [gate (N/2 rows); up (N/2 rows)] and C gets silu(gate) * up. tile_offsets must count tiles
 // of grouped_gemm_hopper_tile_rows() rows; max_rows bounds the rows over all experts.
 void grouped_gemm_hopper(const GroupedArgs& g, bool fuse_silu, int64_t max_rows, cudaStream_t s);
 int grouped_gemm_hopper_tile_rows();
+// The same with W kept quantized (the experts' gate_up or down stack: matrices 2e and 2e + 1
+// are expert e's gate and up with the silu fused, else matrix e is its down): each B tile is
+// converted to bf16 in shared memory, to the values dequantize() would give. Only where
+// grouped_gemm_hopper_reads says the stack's layout suits it.
+bool grouped_gemm_hopper_reads(const QuantStack& w);
+void grouped_gemm_hopper_quantized(const GroupedArgs& g, const QuantStack& w, bool fuse_silu, int64_t max_rows,
+                                   cudaStream_t s);
 
 }  // namespace e3::kernels::cuda

@@ -3,6 +3,8 @@
 // loaded with cp.async rather than the tensor copy engine, which cannot gather rows. Built
 // only into the sm_90a image; moe_cuda.cu falls back to the portable mma.sync kernel when
 // hopper_grouped_gemm_built() says this image is absent or the GPU is not sm_90.
+#include <cuda_fp16.h>
+
 #include "kernels/grouped_gemm_cuda.cuh"
 
 namespace e3::kernels::cuda {
@@ -14,6 +16,14 @@ namespace {
 constexpr int kBM = 128, kBN = 256, kBK = 64, kStages = 4, kThreads = 256;
 constexpr int kABytes = kBM * kBK * 2, kBBytes = kBN * kBK * 2, kStageBytes = kABytes + kBBytes;
 constexpr size_t kSmemBytes = size_t{kStages} * kStageBytes + 1024;  // + alignment slack for the swizzle
+
+// With quantized B (QB != kBf16) a stage holds the A tile and B's packed bytes (at most 64 per
+// row: FP8), and two bf16 B tiles, converted from the packed bytes, alternate outside the stages.
+enum QuantB { kBf16 = 0, kInt4 = 1, kFp8 = 2 };
+constexpr int kPackedBytes = kBN * kBK, kQStageBytes = kABytes + kPackedBytes;
+constexpr size_t kQSmemBytes = size_t{kStages} * kQStageBytes + 2 * size_t{kBBytes} + 1024;
+template <int QB>
+constexpr int stage_bytes() { return QB == kBf16 ? kStageBytes : kQStageBytes; }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define E3_WGMMA 1
@@ -30,6 +40,7 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t saddr) {
 __device__ __forceinline__ uint32_t sw128_offset(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
 
 __device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+
 
 // d[64 x 256] += A[64 x 16] B[256 x 16]^T, both K-major in shared memory.
 __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
@@ -68,9 +79,10 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_
 }
 #endif
 
-template <bool FUSE_SILU>
-__global__ void __launch_bounds__(kThreads, 1) grouped_gemm_wgmma_kernel(GroupedArgs g) {
+template <bool FUSE_SILU, int QB>
+__global__ void __launch_bounds__(kThreads, 1) grouped_gemm_wgmma_kernel(GroupedArgs g, QuantWeights qw) {
 #ifdef E3_WGMMA
+  constexpr int kStage = stage_bytes<QB>();
   extern __shared__ unsigned char raw_smem[];
   const uint32_t raw = smem_addr(raw_smem);
   const uint32_t base = (raw + 1023u) & ~1023u;
@@ -89,7 +101,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_wgmma_kernel(Grouped
   const int rows = min(kBM, g.row_offsets[e + 1] - row0);
   const int half = g.n / 2;
   const int n0 = blockIdx.y * (FUSE_SILU ? kBN / 2 : kBN);  // first output column
-  const bf16* W = g.w + int64_t{e} * g.n * g.k;
+  const bf16* W = QB == kBf16 ? g.w + int64_t{e} * g.n * g.k : nullptr;
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
   const int k_tiles = (g.k + kBK - 1) / kBK;
 
@@ -98,6 +110,17 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_wgmma_kernel(Grouped
   const int chunk = tid % 8;
   const bf16* a_src[kAPer];
   const bf16* b_src[kBPer];
+  // Quantized B: the row of the stacked matrices behind B-tile row r, or -1. The stack's rows
+  // are contiguous, so expert e's N rows start at row e N; with the silu fused, gate row c of
+  // expert e is row c of matrix 2e and its up row c is row c of matrix 2e + 1.
+  auto quant_row = [&](int r) -> int64_t {
+    if (FUSE_SILU) {
+      const int c = n0 + r % (kBN / 2);
+      return c < half ? (2 * int64_t{e} + (r < kBN / 2 ? 0 : 1)) * qw.rows + c : -1;
+    }
+    return n0 + r < g.n ? int64_t{e} * g.n + n0 + r : -1;
+  };
+  const int64_t q_row = QB != kBf16 ? quant_row(tid) : -1;  // thread t converts B-tile row t
 #pragma unroll
   for (int j = 0; j < kAPer; ++j) {
     const int r = tid / 8 + j * (kThreads / 8);
@@ -106,6 +129,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_wgmma_kernel(Grouped
   }
 #pragma unroll
   for (int j = 0; j < kBPer; ++j) {
+    b_src[j] = nullptr;
+    if (QB != kBf16) continue;
     const int r = tid / 8 + j * (kThreads / 8);
     int wr;
     if (FUSE_SILU) {
@@ -117,11 +142,25 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_wgmma_kernel(Grouped
     b_src[j] = wr >= 0 ? W + int64_t{wr} * g.k + chunk * 8 : nullptr;
   }
 
+  // The packed bytes of B-tile row r for k-tile kt: 32 (INT4) or 64 (FP8), in 16-byte chunks.
+  constexpr int kPackedRow = QB == kInt4 ? kBK / 2 : kBK, kPackedChunks = kPackedRow / 16;
+  auto load_packed = [&](unsigned char* sp, int kt) {
+    for (int i = tid; i < kBN * kPackedChunks; i += kThreads) {
+      const int r = i / kPackedChunks, c = i % kPackedChunks;
+      const int64_t row = quant_row(r);
+      const bool ok = row >= 0;
+      const unsigned char* src = static_cast<const unsigned char*>(qw.q) + (ok ? row : 0) * qw.row_bytes +
+                                 int64_t{kt} * kPackedRow + c * 16;
+      cp_async_16(sp + r * kPackedRow + c * 16, src, ok);
+    }
+  };
+
   auto load_stage = [&](int stage, int kt) {
     const int k0 = kt * kBK;
     const bool k_ok = k0 + chunk * 8 < g.k;
-    unsigned char* sa = smem + stage * kStageBytes;
+    unsigned char* sa = smem + stage * kStage;
     unsigned char* sb = sa + kABytes;
+    if (QB != kBf16) load_packed(sb, kt);
 #pragma unroll
     for (int j = 0; j < kAPer; ++j) {
       const int r = tid / 8 + j * (kThreads / 8);
@@ -130,10 +169,83 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_wgmma_kernel(Grouped
     }
 #pragma unroll
     for (int j = 0; j < kBPer; ++j) {
+      if (QB != kBf16) break;
       const int r = tid / 8 + j * (kThreads / 8);
       const bool ok = k_ok && b_src[j];
       cp_async_16(sb + sw128_offset(r, chunk), ok ? b_src[j] + k0 : g.w, ok);
     }
+  };
+
+  // The scales of B-tile row `tid` for k-tile kt (INT4: the two 32-column groups; FP8: one
+  // block), read one step ahead so that their latency hides behind a step.
+  struct Scales {
+    float s0 = 0.0f, s1 = 0.0f;
+  };
+  auto fetch_scales = [&](int kt) {
+    Scales sc;
+    if (q_row < 0 || QB == kBf16) return sc;
+    const int k0 = kt * kBK;
+    if (QB == kInt4) {
+      const bf16* srow = static_cast<const bf16*>(qw.scale) + q_row * qw.scale_cols;
+      sc.s0 = to_f(srow[k0 / qw.group]);
+      sc.s1 = to_f(srow[(k0 + 32) / qw.group]);
+    } else {
+      const int64_t m = q_row / qw.rows, rr = q_row % qw.rows;
+      const int64_t si = m * qw.matrix_scales + (rr / qw.block_rows) * qw.scale_cols + k0 / qw.block_cols;
+      sc.s0 = qw.f32_scale ? static_cast<const float*>(qw.scale)[si] : to_f(static_cast<const bf16*>(qw.scale)[si]);
+    }
+    return sc;
+  };
+
+  // Packed row -> 64 bf16 values of B-tile row `tid`, in the 128 B swizzle: bf16(q * scale),
+  // the values the dequantize kernels give. INT4 in bf16x2 arithmetic: 0x4300 | nibble is the
+  // bf16 128 + nibble, minus 136 is the exact value, and one bf16 multiply rounds the exact
+  // product once (it fits fp32, so this equals rounding the fp32 product). FP8 through the
+  // e4m3x2 -> f16x2 conversion (exact), then the fp32 product rounded once.
+  auto convert = [&](const unsigned char* sp, unsigned char* bt, const Scales& sc) {
+    const int r = tid;
+    uint32_t out[32];
+    if (q_row < 0) {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) out[i] = 0;
+    } else if (QB == kInt4) {
+      const uint4 lo = *reinterpret_cast<const uint4*>(sp + r * kPackedRow);
+      const uint4 hi = *reinterpret_cast<const uint4*>(sp + r * kPackedRow + 16);
+      const uint32_t words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      const __nv_bfloat162 offset = __floats2bfloat162_rn(136.0f, 136.0f);
+      const __nv_bfloat162 s_lo = __floats2bfloat162_rn(sc.s0, sc.s0), s_hi = __floats2bfloat162_rn(sc.s1, sc.s1);
+#pragma unroll
+      for (int w = 0; w < 8; ++w) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint32_t t = words[w] >> (8 * j);
+          const uint32_t bits = (t & 0xFu) | ((t << 12) & 0xF0000u) | 0x43004300u;
+          const __nv_bfloat162 v = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&bits), offset);
+          const __nv_bfloat162 p = __hmul2(v, w < 4 ? s_lo : s_hi);
+          out[4 * w + j] = *reinterpret_cast<const uint32_t*>(&p);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const uint4 v = *reinterpret_cast<const uint4*>(sp + r * kPackedRow + 16 * c);
+        const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int w = 0; w < 4; ++w)
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            uint32_t h2;
+            const uint16_t pair = static_cast<uint16_t>(words[w] >> (16 * j));
+            asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h2) : "h"(pair));
+            const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h2));
+            out[8 * c + 2 * w + j] = pack_bf16(__fmul_rn(f.x, sc.s0), __fmul_rn(f.y, sc.s0));
+          }
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+      *reinterpret_cast<uint4*>(bt + sw128_offset(r, c)) =
+          make_uint4(out[4 * c], out[4 * c + 1], out[4 * c + 2], out[4 * c + 3]);
   };
 
   float d[128];
@@ -147,7 +259,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_wgmma_kernel(Grouped
     if (s < k_tiles) load_stage(s, s);
     cp_async_commit();
   }
+  Scales scales_next = fetch_scales(0);
   for (int kt = 0; kt < k_tiles; ++kt) {
+    const Scales scales = scales_next;
+    if (QB != kBf16 && kt + 1 < k_tiles) scales_next = fetch_scales(kt + 1);
     cp_async_wait<kStages - 3>();
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async writes -> tensor-core reads
     __syncthreads();
@@ -155,8 +270,17 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_wgmma_kernel(Grouped
     if (next < k_tiles) load_stage(next % kStages, next);
     cp_async_commit();
 
-    const uint32_t sa = base + (kt % kStages) * kStageBytes + wg * (kBM / 2) * 128;
-    const uint32_t sb = base + (kt % kStages) * kStageBytes + kABytes;
+    const uint32_t sa = base + (kt % kStages) * kStage + wg * (kBM / 2) * 128;
+    uint32_t sb = base + (kt % kStages) * kStage + kABytes;
+    if (QB != kBf16) {
+      // The B tile converted two steps ago was last read by wgmma kt - 2, which every
+      // warpgroup has waited for before the barrier above.
+      const uint32_t bt = base + kStages * kStage + (kt % 2) * kBBytes;
+      convert(smem + (kt % kStages) * kStage + kABytes, smem + (bt - base), scales);
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      __syncthreads();
+      sb = bt;
+    }
 #pragma unroll
     for (int i = 0; i < 128; ++i) fence_operand(d[i]);
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -210,15 +334,22 @@ __global__ void wgmma_probe_kernel(int* built) {
 #endif
 }
 
-template <bool FUSE>
-void launch(const GroupedArgs& g, int64_t max_rows, cudaStream_t s) {
-  E3_CUDA_CHECK(cudaFuncSetAttribute(grouped_gemm_wgmma_kernel<FUSE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(kSmemBytes)));
+template <bool FUSE, int QB>
+void launch(const GroupedArgs& g, const QuantWeights& qw, int64_t max_rows, cudaStream_t s) {
+  const size_t smem = QB == kBf16 ? kSmemBytes : kQSmemBytes;
+  E3_CUDA_CHECK(cudaFuncSetAttribute(grouped_gemm_wgmma_kernel<FUSE, QB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(smem)));
   const int64_t max_tiles = (max_rows + kBM - 1) / kBM + g.experts;  // at most one partial tile per expert
   const int cols = FUSE ? g.n / 2 : g.n, per_block = FUSE ? kBN / 2 : kBN;
   const dim3 grid(static_cast<unsigned>(max_tiles), static_cast<unsigned>((cols + per_block - 1) / per_block));
-  grouped_gemm_wgmma_kernel<FUSE><<<grid, kThreads, kSmemBytes, s>>>(g);
+  grouped_gemm_wgmma_kernel<FUSE, QB><<<grid, kThreads, smem, s>>>(g, qw);
   E3_CUDA_LAUNCH_CHECK("grouped_gemm_wgmma");
+}
+
+template <int QB>
+void launch_both(const GroupedArgs& g, const QuantWeights& qw, bool fuse_silu, int64_t max_rows, cudaStream_t s) {
+  if (fuse_silu) launch<true, QB>(g, qw, max_rows, s);
+  else launch<false, QB>(g, qw, max_rows, s);
 }
 
 }  // namespace
@@ -226,8 +357,33 @@ void launch(const GroupedArgs& g, int64_t max_rows, cudaStream_t s) {
 int grouped_gemm_hopper_tile_rows() { return kBM; }
 
 void grouped_gemm_hopper(const GroupedArgs& g, bool fuse_silu, int64_t max_rows, cudaStream_t s) {
-  if (fuse_silu) launch<true>(g, max_rows, s);
-  else launch<false>(g, max_rows, s);
+  launch_both<kBf16>(g, QuantWeights{}, fuse_silu, max_rows, s);
+}
+
+bool grouped_gemm_hopper_reads(const QuantStack& w) {
+  if (w.format == QuantStack::Format::Int4Group) return w.cols % kBK == 0 && w.group % 32 == 0;
+  if (w.format == QuantStack::Format::Fp8Block)
+    return w.cols % kBK == 0 && w.block_cols % kBK == 0 && w.row_offset == 0 && w.col_offset == 0;
+  return false;
+}
+
+void grouped_gemm_hopper_quantized(const GroupedArgs& g, const QuantStack& w, bool fuse_silu, int64_t max_rows,
+                                   cudaStream_t s) {
+  E3_REQUIRE(grouped_gemm_hopper_reads(w) && w.cols == g.k, ErrorKind::Internal,
+             "grouped_gemm_hopper_quantized: unsupported stack [{}, {}]", w.rows, w.cols);
+  QuantWeights qw;
+  qw.q = w.q;
+  qw.scale = w.scale;
+  qw.rows = w.rows;
+  qw.row_bytes = w.format == QuantStack::Format::Int4Group ? w.cols / 2 : w.cols;
+  qw.scale_cols = w.scale_cols();
+  qw.matrix_scales = w.scale_rows() * w.scale_cols();
+  qw.group = w.group;
+  qw.block_rows = w.block_rows;
+  qw.block_cols = w.block_cols;
+  qw.f32_scale = w.scale_type == ScaleType::F32;
+  if (w.format == QuantStack::Format::Int4Group) launch_both<kInt4>(g, qw, fuse_silu, max_rows, s);
+  else launch_both<kFp8>(g, qw, fuse_silu, max_rows, s);
 }
 
 bool hopper_grouped_gemm_built(int device) {

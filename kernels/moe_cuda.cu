@@ -447,17 +447,25 @@ void moe_route(Tensor logits, const Tensor* correction_bias, const RouterParams&
   E3_CUDA_LAUNCH_CHECK("moe_route");
 }
 
+bool moe_reads_quantized(const ExpertStack& ex, bool hopper_gemm, bool experts_in_gemm) {
+  return experts_in_gemm && ex.gate_up_q.quantized() && gemm_variant(hopper_gemm) == kHopperVariant &&
+         grouped_gemm_hopper_reads(ex.gate_up_q) && grouped_gemm_hopper_reads(ex.down_q);
+}
+
 size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape) {
   return carve(nullptr, tokens, shape.top_k, shape.local_experts, shape.hidden, shape.intermediate, shape.quantized)
       .bytes;
 }
 
 void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& stack, Tensor out,
-                 Tensor scratch, bool hopper_gemm, cudaStream_t s, const MoePhaseHook& hook) {
+                 Tensor scratch, bool hopper_gemm, bool experts_in_gemm, cudaStream_t s, const MoePhaseHook& hook) {
   const int64_t M = x.rows, H = x.cols, I = stack.intermediate;
   const int K = static_cast<int>(topk_ids.cols), E = stack.num_experts;
   const bool quantized = stack.gate_up_q.quantized();
-  const Layout l = carve(scratch.data, M, K, E, H, I, quantized);
+  const int variant = gemm_variant(hopper_gemm);
+  // The Hopper GEMM converts quantized B tiles itself: no dequantized copy of the experts.
+  const bool in_gemm = quantized && moe_reads_quantized(stack, hopper_gemm, experts_in_gemm);
+  const Layout l = carve(scratch.data, M, K, E, H, I, quantized && !in_gemm);
   E3_REQUIRE(l.bytes <= scratch.bytes(), ErrorKind::Internal, "moe scratch of {} bytes, {} needed", scratch.bytes(),
              l.bytes);
   auto mark = [&](const char* phase) {
@@ -468,8 +476,8 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
     E3_REQUIRE(stack.gate_up_q.count == 2 * E && stack.gate_up_q.rows == I && stack.gate_up_q.cols == H &&
                    stack.down_q.count == E && stack.down_q.rows == H && stack.down_q.cols == I,
                ErrorKind::Internal, "cuda moe_experts: quantized experts of the wrong shape");
-    ex.gate_up = Tensor{l.deq_gate_up, DType::BF16, E * 2 * I, H, H};
-    ex.down = Tensor{l.deq_down, DType::BF16, E * H, I, I};
+    ex.gate_up = Tensor{in_gemm ? nullptr : l.deq_gate_up, DType::BF16, E * 2 * I, H, H};
+    ex.down = Tensor{in_gemm ? nullptr : l.deq_down, DType::BF16, E * H, I, I};
   }
   E3_REQUIRE(x.dtype == DType::BF16 && out.dtype == DType::F32 && topk_ids.contiguous() && topk_weights.contiguous() &&
                  ex.gate_up.rows == E * 2 * I && ex.gate_up.cols == H && ex.down.rows == E * H && ex.down.cols == I &&
@@ -477,7 +485,7 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
              ErrorKind::Internal, "cuda moe_experts: x {} gate_up {} down {} out {}", x.shape_str(),
              ex.gate_up.shape_str(), ex.down.shape_str(), out.shape_str());
   if (M == 0) return;
-  if (quantized) {
+  if (quantized && !in_gemm) {
     // Every local expert, whether or not a token picked it: which ones did is known only on
     // the device, and the host does not wait for it.
     mark("moe_dequantize");
@@ -490,7 +498,6 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
   mark("moe_dispatch");
   E3_CUDA_CHECK(cudaMemsetAsync(l.pair_row, 0xff, static_cast<size_t>(pairs) * 4, s));
   count_kernel<<<E, kDispatchThreads, 0, s>>>(topk_ids.as<int32_t>(), pairs, ex.first_expert, l.counts);
-  const int variant = gemm_variant(hopper_gemm);
   const int tile_rows = variant == kHopperVariant ? grouped_gemm_hopper_tile_rows() : kGBM;
   scan_kernel<<<1, 32, 0, s>>>(l.counts, E, tile_rows, l.row_offsets, l.tile_offsets);
   fill_kernel<<<E, kDispatchThreads, 0, s>>>(topk_ids.as<int32_t>(), topk_weights.as<float>(), pairs, K,
@@ -503,12 +510,14 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
     mark("moe_gemm_gate_up_silu");  // A rows gathered from x by token, in place; silu(g) * u in the epilogue
     GroupedArgs fused = gate_up;
     fused.c = l.act;
-    grouped_gemm(fused, true, max_rows, s, variant);
+    if (in_gemm) grouped_gemm_hopper_quantized(fused, stack.gate_up_q, true, max_rows, s);
+    else grouped_gemm(fused, true, max_rows, s, variant);
   } else {
     mark("moe_gemm_gate_up");
     GroupedArgs plain = gate_up;
     plain.c = l.gate_up;
-    grouped_gemm(plain, false, max_rows, s, variant);
+    if (in_gemm) grouped_gemm_hopper_quantized(plain, stack.gate_up_q, false, max_rows, s);
+    else grouped_gemm(plain, false, max_rows, s, variant);
     mark("moe_silu");
     const unsigned cols_blocks = std::min<unsigned>(blocks_for(I, 256), 64u);
     for (int64_t r0 = 0; r0 < max_rows; r0 += 65535) {
@@ -520,9 +529,10 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
   }
 
   mark("moe_gemm_down");
-  grouped_gemm({l.act, nullptr, I, ex.down.as<bf16>(), l.y, l.row_offsets, l.tile_offsets, E, static_cast<int>(H),
-                static_cast<int>(I)},
-               false, max_rows, s, variant);
+  const GroupedArgs down{l.act, nullptr, I, ex.down.as<bf16>(), l.y, l.row_offsets, l.tile_offsets, E,
+                         static_cast<int>(H), static_cast<int>(I)};
+  if (in_gemm) grouped_gemm_hopper_quantized(down, stack.down_q, false, max_rows, s);
+  else grouped_gemm(down, false, max_rows, s, variant);
 
   mark("moe_combine");
   combine_kernel<<<static_cast<unsigned>(M), 256, 0, s>>>(l.pair_row, l.perm_weight, l.y, K, out.as<float>(),

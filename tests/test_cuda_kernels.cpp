@@ -118,6 +118,7 @@ class CudaKernel : public ::testing::Test {
   }
 
   void check_experts(int64_t M, int64_t H, int64_t I);
+  void check_quantized_experts(int64_t H, int64_t I, bool want_in_gemm);
   std::unique_ptr<Backend> gpu_, cpu_;
 };
 
@@ -413,9 +414,26 @@ TEST_F(CudaKernel, DequantizeMatchesTheCpuTwinExactly) {
 }
 
 TEST_F(CudaKernel, QuantizedExpertsMatchTheCpuTwin) {
-  // The GPU keeps the experts quantized and dequantizes them in moe_experts; the CPU twin runs
-  // on the dequantized weights.
-  const int64_t M = 300, H = 128, I = 96;
+  // The GPU keeps the experts quantized: moe_experts either dequantizes them into scratch or
+  // (--expert-dequant gemm, on Hopper, k a multiple of 64) converts the B tiles in its GEMMs. The CPU twin runs
+  // on the dequantized weights. Both GPU paths, with and without the silu fused.
+  struct Case {
+    int64_t H, I;
+    bool in_gemm;         // --expert-dequant gemm
+    const char* unfused;  // E3_MOE_UNFUSED
+  };
+  for (const Case& c : {Case{128, 96, true, "0"}, Case{256, 192, true, "0"}, Case{256, 192, false, "0"},
+                        Case{256, 192, true, "1"}}) {
+    gpu_->set_quantized_experts_in_gemm(c.in_gemm);
+    setenv("E3_MOE_UNFUSED", c.unfused, 1);
+    check_quantized_experts(c.H, c.I, c.in_gemm);
+  }
+  gpu_->set_quantized_experts_in_gemm(false);
+  unsetenv("E3_MOE_UNFUSED");
+}
+
+void CudaKernel::check_quantized_experts(int64_t H, int64_t I, bool want_in_gemm) {
+  const int64_t M = 300;
   const int E = 16, local = 8, first = 8, K = 4;
   std::vector<int32_t> idv;
   std::vector<float> wv;
@@ -429,22 +447,39 @@ TEST_F(CudaKernel, QuantizedExpertsMatchTheCpuTwin) {
   ids.cpu = ids.cpu.reshaped(K);
   ids.gpu = ids.gpu.reshaped(K);
   for (auto format : {QuantStack::Format::Fp8Block, QuantStack::Format::Int4Group}) {
-    SCOPED_TRACE(static_cast<int>(format));
     QuantPair gu = make_quant(*gpu_, format, ScaleType::F32, 2 * local, I, H, 52);
     QuantPair dn = make_quant(*gpu_, format, ScaleType::F32, local, H, I, 53);
     DeviceBuffer gu_cpu = cpu_->allocate(static_cast<size_t>(2 * local * I * H) * 4);
     DeviceBuffer dn_cpu = cpu_->allocate(static_cast<size_t>(local * H * I) * 4);
-    ExpertStack ec{gu_cpu.view(DType::F32, 2 * local * I, H), dn_cpu.view(DType::F32, local * H, I), first, local, I, {}, {}};
+    ExpertStack ec{gu_cpu.view(DType::F32, 2 * local * I, H), dn_cpu.view(DType::F32, local * H, I), first, local, I,
+                   {}, {}};
     cpu_->dequantize(gu.cpu, ec.gate_up);
     cpu_->dequantize(dn.cpu, ec.down);
     ExpertStack eg{Tensor{}, Tensor{}, first, local, I, gu.gpu, dn.gpu};
+    const bool in_gemm = gpu_->reads_quantized_experts(eg);
+    if (runs_wgmma(*gpu_) && H % 64 == 0 && I % 64 == 0 && want_in_gemm) {
+      EXPECT_TRUE(in_gemm) << "the Hopper GEMM should read these experts quantized";
+    }
+    SCOPED_TRACE(fmt::format("format {} H {} I {}: {}", static_cast<int>(format), H, I,
+                             in_gemm ? "converted in the GEMM" : "dequantized into scratch"));
     Pair out = poisoned(M, H, DType::F32);
-    const MoeScratchShape cshape{K, local, H, I}, gshape{K, local, H, I, true};
+    const MoeScratchShape cshape{K, local, H, I, false}, gshape{K, local, H, I, !in_gemm};
     DeviceBuffer cs = cpu_->allocate(cpu_->moe_scratch_bytes(M, cshape));
     DeviceBuffer gs = gpu_->allocate(gpu_->moe_scratch_bytes(M, gshape));
     cpu_->moe_experts(x.cpu, ids.cpu, w.cpu, ec, out.cpu, cs.view(DType::I32, 1, static_cast<int64_t>(cs.bytes() / 4)));
     gpu_->moe_experts(x.gpu, ids.gpu, w.gpu, eg, out.gpu, gs.view(DType::I32, 1, static_cast<int64_t>(gs.bytes() / 4)));
     expect_close(out, 1.5e-2, "quantized experts");
+    if (in_gemm) {
+      // Converting in the GEMM gives the bf16 weights the dequantize kernel gives: the same
+      // kernel on them must produce the same bits.
+      const std::vector<float> direct = host(*gpu_, out.gpu);
+      gpu_->set_quantized_experts_in_gemm(false);
+      DeviceBuffer gs2 = gpu_->allocate(gpu_->moe_scratch_bytes(M, MoeScratchShape{K, local, H, I, true}));
+      gpu_->moe_experts(x.gpu, ids.gpu, w.gpu, eg, out.gpu,
+                        gs2.view(DType::I32, 1, static_cast<int64_t>(gs2.bytes() / 4)));
+      gpu_->set_quantized_experts_in_gemm(true);
+      EXPECT_EQ(direct, host(*gpu_, out.gpu)) << "in-GEMM conversion differs from the dequantize kernel";
+    }
   }
 }
 

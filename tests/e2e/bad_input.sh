@@ -44,3 +44,5 @@ run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --layer
 expect_failure 2 "capture id 8 is not below the 8 layers" "$work/out_usage"
 run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --max-seq-len 100 --max-tokens-per-step 50
 expect_failure 2 "--max-tokens-per-step 50 is below --max-seq-len 100" "$work/out_usage"
+run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --expert-dequant fast
+expect_failure 2 "--expert-dequant must be scratch or gemm, not 'fast'" "$work/out_usage"

@@ -17,6 +17,6 @@ grep -q "ok: 1 shards, 8 samples" verify.log || fail "verify report"
 grep -q "default layers   \[2, 4, 5\]" info.log || { cat info.log; fail "info default layers"; }
 "$E3_BIN" --help > help.log
 for flag in --model --data --out --layers --final --tp --backend --dtype --max-seq-len --on-long \
-            --max-tokens-per-step --samples-per-shard --log-level; do
+            --max-tokens-per-step --samples-per-shard --log-level --expert-dequant; do
   grep -q -- "$flag" help.log || fail "--help does not document $flag"
 done

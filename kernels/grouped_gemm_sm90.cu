@@ -361,6 +361,8 @@ void grouped_gemm_hopper(const GroupedArgs& g, bool fuse_silu, int64_t max_rows,
 }
 
 bool grouped_gemm_hopper_reads(const QuantStack& w) {
+  // 16-byte cp.async of the packed rows; 4-byte scale reads.
+  if (reinterpret_cast<uintptr_t>(w.q) % 16 != 0 || reinterpret_cast<uintptr_t>(w.scale) % 4 != 0) return false;
   if (w.format == QuantStack::Format::Int4Group) return w.cols % kBK == 0 && w.group % 32 == 0;
   if (w.format == QuantStack::Format::Fp8Block)
     return w.cols % kBK == 0 && w.block_cols % kBK == 0 && w.row_offset == 0 && w.col_offset == 0;

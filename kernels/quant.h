@@ -56,7 +56,7 @@ struct QuantStack {
   int64_t row_offset = 0, col_offset = 0;      // Fp8Block: a slice's start inside its first block
   // Fp8Block: e4m3 [count * rows, cols]; Int4Group: int32 [count * rows, ceil(cols / 8)].
   void* q = nullptr;
-  // Fp8Block: [count * ceil(rows / block_rows), ceil(cols / block_cols)];
+  // Fp8Block: [count * scale_rows(), scale_cols()] (blocks counted from the offsets);
   // Int4Group: bf16 [count * rows, ceil(cols / group)].
   void* scale = nullptr;
 
@@ -75,7 +75,7 @@ struct QuantStack {
 void dequantize_stack(const QuantStack& w, float* out);
 
 // Benchmark weights in quantized form (host memory; the CUDA backend has its own generator):
-// FP8 values of magnitude 1/8..2 (never NaN), INT4 nibbles uniform, and scales that make
+// FP8 values of magnitude 1/8..3.75 (never NaN), INT4 nibbles uniform, and scales that make
 // the dequantized weights about 1/sqrt(cols) in size.
 void fill_random_quant_host(const QuantStack& w, uint64_t seed);
 inline float random_quant_scale(const QuantStack& w) {

@@ -24,7 +24,7 @@ T load(const void* base, int64_t index) {
 float e4m3fn_to_float(uint8_t b) {
   const int sign = b >> 7, exponent = (b >> 3) & 0xF, mantissa = b & 0x7;
   float v;
-  if (exponent == 0xF && mantissa == 0x7) return std::nanf("");
+  if (exponent == 0xF && mantissa == 0x7) return std::copysign(std::nanf(""), sign ? -1.0f : 1.0f);
   if (exponent == 0) v = std::ldexp(static_cast<float>(mantissa), -9);  // subnormal: m / 8 * 2^-6
   else v = std::ldexp(1.0f + static_cast<float>(mantissa) / 8.0f, exponent - 7);
   return sign ? -v : v;

@@ -138,6 +138,7 @@ void dequantize(const QuantStack& w, Tensor out, cudaStream_t s) {
   const int64_t rows = w.count * w.rows;
   const bool fp8 = w.format == QuantStack::Format::Fp8Block;
   const bool by_rows = w.cols % 8 == 0 && out.stride % 8 == 0 && reinterpret_cast<uintptr_t>(out.data) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(w.q) % 16 == 0 && reinterpret_cast<uintptr_t>(w.scale) % 4 == 0 &&
                        (fp8 ? w.block_cols % 8 == 0 && w.col_offset % 8 == 0 : w.group % 8 == 0) &&
                        rows < (int64_t{1} << 31);
   if (by_rows && fp8) {

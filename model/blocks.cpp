@@ -329,7 +329,8 @@ class MoeFfn final : public FfnBlock {
     needs.need(Scratch::TopkIds, k, DType::I32);
     needs.need(Scratch::TopkWeights, k, DType::F32);
     if (shared_) needs.need(Scratch::MoeShared, H, DType::F32);
-    needs.need_moe({static_cast<int>(k), experts_.num_experts, H, I, quantized});
+    needs.need_moe({static_cast<int>(k), experts_.num_experts, H, I,
+                    quantized && !loader.backend().reads_quantized_experts(experts_)});
   }
 
   void forward(Tensor normed, Tensor out, StepContext& ctx) override {

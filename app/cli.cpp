@@ -65,6 +65,10 @@ Request parse_command_line(int argc, char** argv) {
                  "then the GEMMs; faster) | gemm (Hopper: convert each weight tile inside the GEMM; no buffer, "
                  "so less memory)")
       ->capture_default_str();
+  app.add_flag("--resume-checksums", rc.resume_checksums,
+               "on a rerun, read every shard this job committed before and compare it with the manifest's "
+               "checksum (sizes only otherwise); one that differs is moved aside and written again. Reads the "
+               "whole output: `verify` makes the same check without rewriting");
   bool no_space_check = false;
   app.add_flag("--no-space-check", no_space_check,
                "start even when the file system of --out has less free space than the estimated output");

@@ -222,7 +222,8 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
     fp.on_long = io::on_long_name(rc.on_long);
     fp.samples_per_shard = rc.samples_per_shard;
     fp.tool_version = E3_VERSION_STRING;
-    if (grid.is_leader()) out_state = prepare_output_dir(rc.out_dir, fp, data.shape_fingerprint(), rc.part);
+    if (grid.is_leader())
+      out_state = prepare_output_dir(rc.out_dir, fp, data.shape_fingerprint(), rc.part, rc.resume_checksums);
   });
 
   std::vector<int64_t> committed_idx;

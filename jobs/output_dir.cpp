@@ -21,7 +21,7 @@
 namespace e3::jobs {
 
 OutputState prepare_output_dir(const std::filesystem::path& out, const io::RunFingerprint& fp,
-                               const std::string& data_fingerprint, const io::Part& part) {
+                               const std::string& data_fingerprint, const io::Part& part, bool check_checksums) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(out, ec);
@@ -70,11 +70,23 @@ OutputState prepare_output_dir(const std::filesystem::path& out, const io::RunFi
                out.string(), m->data_path, data_fingerprint);
     for (const io::CommittedShard& s : m->shards) {
       const auto path = out / s.file;
-      if (fs::exists(path) && fs::file_size(path) == s.bytes) {
-        by_index[s.shard_index] = s;
-      } else {
+      if (!fs::exists(path) || fs::file_size(path) != s.bytes) {
         spdlog::warn("{}: listed in the manifest but missing or resized; it will be written again", path.string());
+        continue;
       }
+      if (check_checksums && !s.checksum.empty()) {
+        const std::string sum = io::file_checksum(path);
+        if (sum != s.checksum) {
+          const auto aside = path.string() + ".invalid";
+          fs::rename(path, aside, ec);
+          E3_REQUIRE(!ec, ErrorKind::Output, "cannot move aside {}: {}", path.string(), ec.message());
+          spdlog::warn("{}: checksum {} differs from the manifest's {}; moved to {} and will be written again",
+                       path.string(), sum, s.checksum, aside);
+          ++state.invalid_moved;
+          continue;
+        }
+      }
+      by_index[s.shard_index] = s;
     }
   }
   const std::string manifest_temp = io::manifest_name(part) + ".tmp.";

@@ -15,13 +15,17 @@ namespace e3::jobs {
 struct OutputState {
   std::vector<io::CommittedShard> committed;  // shards to keep
   int64_t temps_removed = 0;                  // partial files of a killed run
-  int64_t invalid_moved = 0;                  // unreadable final-named shards, moved aside
+  int64_t invalid_moved = 0;                  // unreadable or altered final-named shards, moved aside
 };
 
 // With several parts sharing `out`, only this part's manifest, shards and temporary files
 // are touched: the other parts may be running right now.
+// With check_checksums, every shard the manifest lists is read back and compared with the
+// manifest's checksum (sizes alone are compared otherwise); one that differs is moved aside
+// and written again.
 OutputState prepare_output_dir(const std::filesystem::path& out, const io::RunFingerprint& fp,
-                               const std::string& data_fingerprint, const io::Part& part = {});
+                               const std::string& data_fingerprint, const io::Part& part = {},
+                               bool check_checksums = false);
 
 // Bytes the shards of `tokens` tokens in `samples` samples and `shards` shards take on disk.
 uint64_t estimate_output_bytes(int64_t tokens, int64_t samples, int64_t shards, int64_t state_bytes_per_token);

@@ -43,6 +43,7 @@ struct RunConfig {
   bool part_given = false;
   bool space_check = true;                 // refuse to start when --out lacks room for the output
   std::string expert_dequant = "scratch";  // scratch | gemm: how kept-quantized experts reach the GEMM
+  bool resume_checksums = false;           // read committed shards back and compare their checksums
 };
 
 }  // namespace e3::jobs

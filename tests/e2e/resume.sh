@@ -40,6 +40,23 @@ run 2 "${args[@]}"
 grep -q "done: 0 samples computed now, 8 done before" "$LOG" || { cat "$LOG"; fail "unlisted shards were not kept"; }
 "$E3_BIN" verify "$out" > /dev/null
 
+# A committed shard altered in place, same size (a disk error): a plain rerun compares sizes
+# and keeps it; --resume-checksums reads it back, moves it aside and writes it again.
+size=$(stat -c %s "$out/shard-000001.h5")
+printf '\x5a' | dd of="$out/shard-000001.h5" bs=1 seek=$((size - 100)) conv=notrunc status=none
+LOG="$work/altered.log"
+run 2 "${args[@]}"
+[ "$RC" -eq 0 ] || { cat "$LOG"; fail "rerun over an altered shard exited $RC"; }
+grep -q "done: 0 samples computed now, 8 done before" "$LOG" || { cat "$LOG"; fail "a plain rerun read shards back"; }
+LOG="$work/checksums.log"
+run 2 "${args[@]}" --resume-checksums
+[ "$RC" -eq 0 ] || { cat "$LOG"; fail "--resume-checksums run exited $RC"; }
+grep -q "shard-000001.h5: checksum [0-9a-f]* differs from the manifest's [0-9a-f]*; moved to .*shard-000001.h5.invalid and will be written again" "$LOG" ||
+  { cat "$LOG"; fail "--resume-checksums did not find the altered shard"; }
+grep -q "done: 3 samples computed now, 5 done before" "$LOG" || { cat "$LOG"; fail "the altered shard was not redone"; }
+"$E3_BIN" verify "$out" > /dev/null || fail "verify after --resume-checksums"
+h5diff "$out/shard-000001.h5" "$work/reference/shard-000001.h5" /samples /samples || fail "redone shard differs"
+
 # Different settings into the same directory are refused, and the difference is shown.
 LOG="$work/changed.log"
 run 2 "${args[@]}" --dtype fp32

@@ -21,16 +21,7 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 json read_config(const std::filesystem::path& path, int64_t num_layers) {
-  std::ifstream in(path);
-  E3_REQUIRE(in.good(), ErrorKind::Usage, "bench --config: cannot read {}", path.string());
-  std::stringstream text;
-  text << in.rdbuf();
-  json doc;
-  try {
-    doc = json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    E3_THROW(ErrorKind::Usage, "{}: invalid JSON: {}", path.string(), e.what());
-  }
+  json doc = model::read_json_file(path, ErrorKind::Usage, "bench --config: ", "");
   if (num_layers > 0) doc["num_hidden_layers"] = num_layers;
   return doc;
 }

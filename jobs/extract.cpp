@@ -30,6 +30,25 @@
 
 namespace e3::jobs {
 
+namespace {
+
+// The failure all ranks agreed was this rank's: rethrown as the one error the job reports
+// (any other exception becomes an internal error carrying its message).
+[[noreturn]] void rethrow_agreed(std::exception_ptr failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (Error& e) {
+    e.set_agreed();
+    throw;
+  } catch (const std::exception& e) {
+    Error err(ErrorKind::Internal, e.what(), __FILE__, __LINE__);
+    err.set_agreed();
+    throw err;
+  }
+}
+
+}  // namespace
+
 void agreed_phase(const parallel::Grid& grid, const std::function<void()>& setup) {
   std::exception_ptr failure;
   int code = 0;
@@ -44,14 +63,7 @@ void agreed_phase(const parallel::Grid& grid, const std::function<void()>& setup
   }
   const parallel::Failure f = parallel::agree_on_failure(grid.world(), failure != nullptr, code);
   if (f.rank < 0) return;
-  if (f.rank == grid.world_rank()) {
-    try {
-      std::rethrow_exception(failure);
-    } catch (Error& e) {
-      e.set_agreed();
-      throw;
-    }
-  }
+  if (f.rank == grid.world_rank()) rethrow_agreed(failure);
   if (failure) {
     try {
       std::rethrow_exception(failure);
@@ -397,18 +409,7 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
         } catch (...) {
         }
       }
-      if (agreed.failed_rank == grid.world_rank()) {
-        try {
-          std::rethrow_exception(pending);
-        } catch (Error& e) {
-          e.set_agreed();
-          throw;
-        } catch (const std::exception& e) {
-          Error err(ErrorKind::Internal, e.what(), __FILE__, __LINE__);
-          err.set_agreed();
-          throw err;
-        }
-      }
+      if (agreed.failed_rank == grid.world_rank()) rethrow_agreed(pending);
       throw parallel::PeerFailed{agreed.failed_rank, agreed.code};
     }
     progress.update(agreed.samples_by_group, agreed.tokens_by_group);

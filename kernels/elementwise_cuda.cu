@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cuda_common.cuh"
+#include "kernels/hash.h"
 #include "kernels/ops_cuda.h"
 
 namespace e3::kernels::cuda {
@@ -106,18 +107,10 @@ void convert_from(Tensor src, Tensor dst, dim3 blocks, cudaStream_t s) {
   }
 }
 
-// splitmix64 of (seed, index): reproducible random weights without any state.
-__device__ uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 __global__ void fill_random_kernel(bf16* p, int64_t stride, int64_t rows, int64_t cols, uint64_t seed, float scale) {
   const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const uint64_t h = mix(seed * 0x100000001b3ull + static_cast<uint64_t>(i));
+    const uint64_t h = splitmix64(seed * 0x100000001b3ull + static_cast<uint64_t>(i));  // stateless
     // Box-Muller from two 24-bit uniforms.
     const float u1 = (static_cast<float>(h >> 40) + 0.5f) / 16777216.0f;
     const float u2 = static_cast<float>((h >> 16) & 0xffffff) / 16777216.0f;

@@ -19,6 +19,29 @@ struct GroupedArgs {
   int experts, n, k;
 };
 
+// Which expert's rows a block computes: blockIdx.x walks every (expert, m-tile) pair found on
+// the device (tile_offsets counts tiles of tile_rows rows); blocks past the last tile get
+// expert -1 and exit.
+struct ExpertTile {
+  int expert = -1;
+  int row0 = 0;  // first row (of the expert-grouped rows) of this tile
+  int rows = 0;  // rows in this tile, at most tile_rows
+};
+__device__ __forceinline__ ExpertTile expert_tile(const GroupedArgs& g, int tile, int tile_rows) {
+  ExpertTile t;
+  if (tile >= g.tile_offsets[g.experts]) return t;
+  int lo = 0, hi = g.experts;  // the expert whose tiles hold `tile`
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (g.tile_offsets[mid] <= tile) lo = mid;
+    else hi = mid;
+  }
+  t.expert = lo;
+  t.row0 = g.row_offsets[lo] + (tile - g.tile_offsets[lo]) * tile_rows;
+  t.rows = min(tile_rows, g.row_offsets[lo + 1] - t.row0);
+  return t;
+}
+
 // The experts' weights in their quantized form (a QuantStack), as the kernel reads them.
 struct QuantWeights {
   const void* q = nullptr;

@@ -88,17 +88,9 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_wgmma_kernel(Grouped
   const uint32_t base = (raw + 1023u) & ~1023u;
   unsigned char* smem = raw_smem + (base - raw);
 
-  const int tile = blockIdx.x;
-  if (tile >= g.tile_offsets[g.experts]) return;
-  int lo = 0, hi = g.experts;  // the expert whose tiles hold `tile`
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (g.tile_offsets[mid] <= tile) lo = mid;
-    else hi = mid;
-  }
-  const int e = lo;
-  const int row0 = g.row_offsets[e] + (tile - g.tile_offsets[e]) * kBM;
-  const int rows = min(kBM, g.row_offsets[e + 1] - row0);
+  const ExpertTile et = expert_tile(g, blockIdx.x, kBM);
+  if (et.expert < 0) return;
+  const int e = et.expert, row0 = et.row0, rows = et.rows;
   const int half = g.n / 2;
   const int n0 = blockIdx.y * (FUSE_SILU ? kBN / 2 : kBN);  // first output column
   const bf16* W = QB == kBf16 ? g.w + int64_t{e} * g.n * g.k : nullptr;

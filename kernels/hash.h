@@ -9,7 +9,23 @@
 
 #include <fmt/format.h>
 
+// Callable from CUDA kernels too, where a file is compiled by nvcc.
+#ifdef __CUDACC__
+#define E3_HOST_DEVICE __host__ __device__
+#else
+#define E3_HOST_DEVICE
+#endif
+
 namespace e3 {
+
+// splitmix64: a well-mixed 64-bit value of x, the counter-based generator behind the
+// benchmark's random weights (no state, so every element is computed independently).
+E3_HOST_DEVICE inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
 
 class Fnv1a {
  public:

@@ -268,17 +268,9 @@ __global__ void __launch_bounds__(kGThreads) grouped_gemm_kernel(GroupedArgs g) 
   extern __shared__ __align__(16) unsigned char gsmem[];
   bf16* sA = reinterpret_cast<bf16*>(gsmem);
   bf16* sB = sA + STAGES * kGBM * kRow;
-  const int tile = blockIdx.x;
-  if (tile >= g.tile_offsets[g.experts]) return;
-  int lo = 0, hi = g.experts;  // the expert whose tiles hold `tile`
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (g.tile_offsets[mid] <= tile) lo = mid;
-    else hi = mid;
-  }
-  const int e = lo;
-  const int row0 = g.row_offsets[e] + (tile - g.tile_offsets[e]) * kGBM;
-  const int rows = min(kGBM, g.row_offsets[e + 1] - row0);
+  const ExpertTile et = expert_tile(g, blockIdx.x, kGBM);
+  if (et.expert < 0) return;
+  const int e = et.expert, row0 = et.row0, rows = et.rows;
   const int half = g.n / 2;
   const int n0 = blockIdx.y * (FUSE_SILU ? kGBN / 2 : kGBN);  // first output column
   const bf16* W = g.w + int64_t{e} * g.n * g.k;

@@ -16,11 +16,30 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+
+#include "kernels/hash.h"
 
 namespace e3::kernels {
 
-// e4m3 "fn" (no infinities; S.1111.111 is NaN), exactly.
-float e4m3fn_to_float(uint8_t b);
+// e4m3 "fn" (no infinities; S.1111.111 is NaN), exactly. One definition for the CPU code and
+// the GPU kernels, so that both backends dequantize to the same values.
+E3_HOST_DEVICE inline float e4m3fn_to_float(uint8_t b) {
+  const uint32_t exponent = (b >> 3) & 0xFu, mantissa = b & 0x7u;
+  uint32_t bits;
+  if (exponent == 0xF && mantissa == 0x7) {
+    bits = 0x7fc00000u;  // quiet NaN
+  } else if (exponent == 0) {
+    const float v = static_cast<float>(mantissa) * 0.001953125f;  // subnormal: m / 8 * 2^-6
+    std::memcpy(&bits, &v, 4);
+  } else {
+    bits = ((exponent + 120u) << 23) | (mantissa << 20);  // (1 + m / 8) * 2^(e - 7)
+  }
+  bits |= static_cast<uint32_t>(b & 0x80) << 24;
+  float v;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
 
 enum class ScaleType { F32, BF16 };
 
@@ -74,7 +93,17 @@ struct QuantStack {
 // out = every matrix of w dequantized, stacked: [count * rows, cols] row-major (host memory).
 void dequantize_stack(const QuantStack& w, float* out);
 
-// Benchmark weights in quantized form (host memory; the CUDA backend has its own generator):
+// Element i of a random quantized stack (fill_random_quant on both backends): an FP8 byte of
+// exponent 4..8 (never NaN) or any INT4 word byte, and a scale of base * [0.75, 1.25).
+E3_HOST_DEVICE inline uint8_t random_quant_byte(bool fp8, uint64_t seed, uint64_t i) {
+  const uint64_t h = splitmix64(seed * 0x100000001b3ull + i);
+  return fp8 ? static_cast<uint8_t>((h & 0x80) | ((4 + (h >> 8) % 5) << 3) | ((h >> 16) & 7)) : static_cast<uint8_t>(h);
+}
+E3_HOST_DEVICE inline float random_quant_scale_value(float base, uint64_t seed, uint64_t i) {
+  return base * (0.75f + 0.5f * static_cast<float>(splitmix64(~seed + i) % 1024) / 1024.0f);
+}
+
+// Benchmark weights in quantized form (host memory; the CUDA backend fills device memory):
 // FP8 values of magnitude 1/8..3.75 (never NaN), INT4 nibbles uniform, and scales that make
 // the dequantized weights about 1/sqrt(cols) in size.
 void fill_random_quant_host(const QuantStack& w, uint64_t seed);

@@ -21,15 +21,6 @@ T load(const void* base, int64_t index) {
 
 }  // namespace
 
-float e4m3fn_to_float(uint8_t b) {
-  const int sign = b >> 7, exponent = (b >> 3) & 0xF, mantissa = b & 0x7;
-  float v;
-  if (exponent == 0xF && mantissa == 0x7) return std::copysign(std::nanf(""), sign ? -1.0f : 1.0f);
-  if (exponent == 0) v = std::ldexp(static_cast<float>(mantissa), -9);  // subnormal: m / 8 * 2^-6
-  else v = std::ldexp(1.0f + static_cast<float>(mantissa) / 8.0f, exponent - 7);
-  return sign ? -v : v;
-}
-
 void dequantize_block(const Fp8BlockWeight& w, int64_t row0, int64_t rows, int64_t col0, int64_t cols, float* out) {
   const int64_t scale_cols = (w.col_offset + w.C + w.block_cols - 1) / w.block_cols;
   float lut[256];
@@ -91,30 +82,14 @@ Int4GroupWeight QuantStack::int4(int64_t m) const {
           static_cast<const char*>(scale) + static_cast<size_t>(m) * matrix_scale_bytes(), rows, cols, group};
 }
 
-namespace {
-
-uint64_t splitmix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
-
 void fill_random_quant_host(const QuantStack& w, uint64_t seed) {
   const size_t q_bytes = static_cast<size_t>(w.count) * w.matrix_q_bytes();
   auto* q = static_cast<uint8_t*>(w.q);
-  for (size_t i = 0; i < q_bytes; ++i) {
-    const uint64_t h = splitmix(seed * 0x100000001b3ull + i);
-    q[i] = w.format == QuantStack::Format::Fp8Block
-               ? static_cast<uint8_t>((h & 0x80) | ((4 + (h >> 8) % 5) << 3) | ((h >> 16) & 7))  // exponent 4..8
-               : static_cast<uint8_t>(h);
-  }
+  for (size_t i = 0; i < q_bytes; ++i) q[i] = random_quant_byte(w.format == QuantStack::Format::Fp8Block, seed, i);
   const float scale = random_quant_scale(w);
   const size_t n = static_cast<size_t>(w.count) * static_cast<size_t>(w.scale_rows() * w.scale_cols());
   for (size_t i = 0; i < n; ++i) {
-    const float v = scale * (0.75f + 0.5f * static_cast<float>(splitmix(~seed + i) % 1024) / 1024.0f);
+    const float v = random_quant_scale_value(scale, seed, i);
     if (w.format == QuantStack::Format::Fp8Block && w.scale_type == ScaleType::F32) {
       std::memcpy(static_cast<char*>(w.scale) + i * 4, &v, 4);
     } else {

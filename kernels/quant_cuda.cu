@@ -9,14 +9,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ float e4m3fn(uint8_t b) {
-  const int e = (b >> 3) & 0xF, m = b & 7;
-  float v = e == 0 ? static_cast<float>(m) * 0.001953125f : __uint_as_float((static_cast<uint32_t>(e + 120) << 23) |
-                                                                              (static_cast<uint32_t>(m) << 20));
-  if (e == 15 && m == 7) v = __uint_as_float(0x7fc00000u);
-  return (b & 0x80) ? -v : v;
-}
-
 __device__ __forceinline__ float scale_at(const void* scale, int64_t i, bool f32) {
   return f32 ? static_cast<const float*>(scale)[i] : to_f(static_cast<const bf16*>(scale)[i]);
 }
@@ -43,8 +35,8 @@ __global__ void dequant_fp8_rows(const uint8_t* q, const void* scale, Dims d, bf
     for (int j = 0; j < 4; ++j) {
       const uint32_t word = j < 2 ? bytes.x : bytes.y;
       const int shift = 16 * (j % 2);
-      const float lo = __fmul_rn(e4m3fn(static_cast<uint8_t>(word >> shift)), sc);
-      const float hi = __fmul_rn(e4m3fn(static_cast<uint8_t>(word >> (shift + 8))), sc);
+      const float lo = __fmul_rn(e4m3fn_to_float(static_cast<uint8_t>(word >> shift)), sc);
+      const float hi = __fmul_rn(e4m3fn_to_float(static_cast<uint8_t>(word >> (shift + 8))), sc);
       packed[j] = pack_bf16(lo, hi);
     }
     dst[c8] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
@@ -77,7 +69,7 @@ __global__ void dequant_fp8_kernel(const uint8_t* q, const void* scale, Dims d, 
     const int64_t row = i / d.cols, c = i % d.cols, m = row / d.rows, r = row % d.rows;
     const int64_t si = static_cast<int64_t>(m * d.matrix_scale_elems) + ((d.row_offset + r) / d.block_rows) * d.scale_cols +
                        (d.col_offset + c) / d.block_cols;
-    out[row * ld + c] = to_bf(__fmul_rn(e4m3fn(q[i]), scale_at(scale, si, d.f32_scale)));
+    out[row * ld + c] = to_bf(__fmul_rn(e4m3fn_to_float(q[i]), scale_at(scale, si, d.f32_scale)));
   }
 }
 
@@ -97,23 +89,14 @@ __global__ void dequant_int4_kernel(const uint32_t* packed, const bf16* scale, D
   }
 }
 
-__device__ uint64_t splitmix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // The same values as fill_random_quant_host.
 __global__ void random_quant_kernel(uint8_t* q, size_t q_bytes, bool fp8, void* scale, size_t scales, bool f32_scale,
                                     float base, uint64_t seed) {
   const size_t stride = size_t{gridDim.x} * blockDim.x;
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < q_bytes; i += stride) {
-    const uint64_t h = splitmix(seed * 0x100000001b3ull + i);
-    q[i] = fp8 ? static_cast<uint8_t>((h & 0x80) | ((4 + (h >> 8) % 5) << 3) | ((h >> 16) & 7)) : static_cast<uint8_t>(h);
-  }
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < q_bytes; i += stride)
+    q[i] = random_quant_byte(fp8, seed, i);
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < scales; i += stride) {
-    const float v = base * (0.75f + 0.5f * static_cast<float>(splitmix(~seed + i) % 1024) / 1024.0f);
+    const float v = random_quant_scale_value(base, seed, i);
     if (f32_scale) static_cast<float*>(scale)[i] = v;
     else static_cast<bf16*>(scale)[i] = to_bf(v);
   }

@@ -437,18 +437,21 @@ ModelConfig load_model_config(const std::filesystem::path& model_dir) {
   return load_model_config_file(model_dir / "config.json");
 }
 
-ModelConfig load_model_config_file(const std::filesystem::path& path) {
+json read_json_file(const std::filesystem::path& path, ErrorKind kind, std::string_view prefix, std::string_view hint) {
   std::ifstream in(path);
-  E3_REQUIRE(in.good(), ErrorKind::Model, "cannot read {} (is --model a HuggingFace checkpoint directory?)",
-             path.string());
+  E3_REQUIRE(in.good(), kind, "{}cannot read {}{}", prefix, path.string(), hint);
   std::stringstream text;
   text << in.rdbuf();
-  json doc;
   try {
-    doc = json::parse(text.str());
+    return json::parse(text.str());
   } catch (const json::parse_error& e) {
-    E3_THROW(ErrorKind::Model, "{}: invalid JSON: {}", path.string(), e.what());
+    E3_THROW(kind, "{}: invalid JSON: {}", path.string(), e.what());
   }
+}
+
+ModelConfig load_model_config_file(const std::filesystem::path& path) {
+  const json doc =
+      read_json_file(path, ErrorKind::Model, "", " (is --model a HuggingFace checkpoint directory?)");
   return parse_model_config(doc, path);
 }
 

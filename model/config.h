@@ -5,9 +5,12 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
+
+#include "kernels/error.h"
 
 namespace e3::model {
 
@@ -110,6 +113,10 @@ struct ModelConfig {
 ModelConfig load_model_config(const std::filesystem::path& model_dir);
 // The same from a config file by its own path (the benchmark's shapes).
 ModelConfig load_model_config_file(const std::filesystem::path& path);
+// The JSON document in `path`. A file that cannot be read or parsed is an error of `kind`
+// naming it: "<prefix>cannot read PATH<hint>" or "PATH: invalid JSON: ...".
+nlohmann::json read_json_file(const std::filesystem::path& path, ErrorKind kind, std::string_view prefix,
+                              std::string_view hint);
 // The same from an already parsed document; `source` is used in error messages.
 ModelConfig parse_model_config(const nlohmann::json& doc, const std::filesystem::path& source);
 

@@ -244,6 +244,16 @@ void WeightLoader::dequantize_int4(const WeightSpec& spec, const std::string& ba
   kernels::dequantize_block(w, r0, rows, spec.col_begin, spec.slice_cols(), staging_.data());
 }
 
+void WeightLoader::allocate_quantized(kernels::QuantStack& stack) {
+  kernels::DeviceBuffer q = backend_.allocate(static_cast<size_t>(stack.count) * stack.matrix_q_bytes());
+  kernels::DeviceBuffer scale = backend_.allocate(static_cast<size_t>(stack.count) * stack.matrix_scale_bytes());
+  stack.q = q.data();
+  stack.scale = scale.data();
+  store_.keep(std::move(q));
+  store_.keep(std::move(scale));
+  if (!ckpt_ && random_) backend_.fill_random_quant(stack, seed_++);
+}
+
 bool WeightLoader::stored_fp8(const WeightSpec& spec) const {
   if (spec.shape.size() != 2) return false;
   if (!ckpt_) return quant_.method == QuantConfig::Method::Fp8Block;
@@ -289,16 +299,8 @@ kernels::QuantStack WeightLoader::load_fp8_slice(const WeightSpec& spec) {
     stored = find_fp8(spec.shape, name, name.substr(0, name.size() - std::string_view(".weight").size()));
     if (stored->scale->dtype == StDType::BF16) st.scale_type = kernels::ScaleType::BF16;
   }
-  kernels::DeviceBuffer q = backend_.allocate(st.matrix_q_bytes());
-  kernels::DeviceBuffer scale = backend_.allocate(st.matrix_scale_bytes());
-  st.q = q.data();
-  st.scale = scale.data();
-  store_.keep(std::move(q));
-  store_.keep(std::move(scale));
-  if (!stored) {
-    if (random_) backend_.fill_random_quant(st, seed_++);
-    return st;
-  }
+  allocate_quantized(st);
+  if (!stored) return st;
   // The slice's bytes, and the block scales that cover it, gathered into host memory.
   const int64_t C = spec.shape[1];
   std::vector<uint8_t> q_host(st.matrix_q_bytes());
@@ -350,16 +352,8 @@ kernels::QuantStack WeightLoader::load_quantized(const std::vector<std::string>&
       return {};
     }
   }
-  kernels::DeviceBuffer q = backend_.allocate(static_cast<size_t>(stack.count) * stack.matrix_q_bytes());
-  kernels::DeviceBuffer scale = backend_.allocate(static_cast<size_t>(stack.count) * stack.matrix_scale_bytes());
-  stack.q = q.data();
-  stack.scale = scale.data();
-  store_.keep(std::move(q));
-  store_.keep(std::move(scale));
-  if (!ckpt_) {
-    if (random_) backend_.fill_random_quant(stack, seed_++);
-    return stack;
-  }
+  allocate_quantized(stack);
+  if (!ckpt_) return stack;
   auto upload = [&](void* dst, const SafetensorsFile& file, const TensorInfo& info, size_t bytes) {
     E3_REQUIRE(info.end - info.begin == bytes, ErrorKind::Internal, "'{}': {} bytes, {} expected", info.name,
                info.end - info.begin, bytes);

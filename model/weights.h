@@ -109,6 +109,9 @@ class WeightLoader {
   StoredFp8 find_fp8(const std::vector<int64_t>& shape, const std::string& name, const std::string& base) const;
   StoredInt4 find_int4(const std::vector<int64_t>& shape, const std::string& base) const;
   bool stored_fp8(const WeightSpec& spec) const;
+  // Backend memory for the stack's bytes and scales, owned by the store; random values when
+  // the loader fills weights at random.
+  void allocate_quantized(kernels::QuantStack& stack);
   kernels::QuantStack load_fp8_slice(const WeightSpec& spec);
   // Fill staging_ with spec's slice of a quantized weight; false if `name` is not stored quantized.
   bool dequantize_slice(const WeightSpec& spec, const std::string& name);

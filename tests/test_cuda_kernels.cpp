@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -118,6 +119,20 @@ class CudaKernel : public ::testing::Test {
   }
 
   void check_experts(int64_t M, int64_t H, int64_t I);
+  // Top-k choices [M, K] (int32) over E experts, spread over all of them, and their weights [M, K].
+  std::pair<Pair, Pair> routing(int64_t M, int K, int E) {
+    std::vector<int32_t> ids;
+    std::vector<float> weights;
+    for (int64_t t = 0; t < M; ++t)
+      for (int j = 0; j < K; ++j) {
+        ids.push_back(static_cast<int32_t>((t * 5 + j * 3 + (t % 3)) % E));
+        weights.push_back(0.1f + 0.2f * static_cast<float>(j) + 0.001f * static_cast<float>(t % 7));
+      }
+    Pair i = ints(ids);
+    i.cpu = i.cpu.reshaped(K);
+    i.gpu = i.gpu.reshaped(K);
+    return {std::move(i), make(M, K, weights, DType::F32)};
+  }
   void check_quantized_experts(int64_t H, int64_t I, bool want_in_gemm);
   std::unique_ptr<Backend> gpu_, cpu_;
 };
@@ -435,17 +450,8 @@ TEST_F(CudaKernel, QuantizedExpertsMatchTheCpuTwin) {
 void CudaKernel::check_quantized_experts(int64_t H, int64_t I, bool want_in_gemm) {
   const int64_t M = 300;
   const int E = 16, local = 8, first = 8, K = 4;
-  std::vector<int32_t> idv;
-  std::vector<float> wv;
-  for (int64_t t = 0; t < M; ++t)
-    for (int j = 0; j < K; ++j) {
-      idv.push_back(static_cast<int32_t>((t * 5 + j * 3 + (t % 3)) % E));
-      wv.push_back(0.1f + 0.2f * static_cast<float>(j));
-    }
   Pair x = make(M, H, bf16_rounded(M * H, 51));
-  Pair ids = ints(idv), w = make(M, K, wv, DType::F32);
-  ids.cpu = ids.cpu.reshaped(K);
-  ids.gpu = ids.gpu.reshaped(K);
+  auto [ids, w] = routing(M, K, E);
   for (auto format : {QuantStack::Format::Fp8Block, QuantStack::Format::Int4Group}) {
     QuantPair gu = make_quant(*gpu_, format, ScaleType::F32, 2 * local, I, H, 52);
     QuantPair dn = make_quant(*gpu_, format, ScaleType::F32, local, H, I, 53);
@@ -485,19 +491,10 @@ void CudaKernel::check_quantized_experts(int64_t H, int64_t I, bool want_in_gemm
 
 void CudaKernel::check_experts(int64_t M, int64_t H, int64_t I) {
   const int E = 16, local = 8, first = 8, K = 4;
-  std::vector<int32_t> idv;
-  std::vector<float> wv;
-  for (int64_t t = 0; t < M; ++t)
-    for (int j = 0; j < K; ++j) {
-      idv.push_back(static_cast<int32_t>((t * 5 + j * 3 + (t % 3)) % E));
-      wv.push_back(0.1f + 0.2f * static_cast<float>(j) + 0.001f * static_cast<float>(t % 7));
-    }
   Pair x = make(M, H, bf16_rounded(M * H, 24));
   Pair gate_up = make(local * 2 * I, H, bf16_rounded(local * 2 * I * H, 25, 0.3f));
   Pair down = make(local * H, I, bf16_rounded(local * H * I, 26, 0.3f));
-  Pair ids = ints(idv), w = make(M, K, wv, DType::F32);
-  ids.cpu = ids.cpu.reshaped(K);
-  ids.gpu = ids.gpu.reshaped(K);
+  auto [ids, w] = routing(M, K, E);
   Pair out = poisoned(M, H, DType::F32);
   const MoeScratchShape shape{K, local, H, I};
   DeviceBuffer cs = cpu_->allocate(cpu_->moe_scratch_bytes(M, shape));

@@ -40,12 +40,7 @@ kept=$(ls "$small/out"/shard-*.h5 2> /dev/null | wc -l)
 [ "$kept" -ge 1 ] || { cat "$LOG"; fail "no shard was committed before the disk filled"; }
 "$E3_BIN" verify "$small/out" > "$work/verify.log" 2>&1 || { cat "$work/verify.log"; fail "verify after the disk filled"; }
 mount -o remount,size=64m "$small"
-LOG="$work/rerun.log"
-run 2 "${args[@]}" --out "$small/out"
-[ "$RC" -eq 0 ] || { cat "$LOG"; fail "rerun with room exited $RC"; }
-grep -qE "done: [0-9]+ samples computed now, [1-9][0-9]* done before" "$LOG" || { cat "$LOG"; fail "nothing was kept"; }
-"$E3_BIN" verify "$small/out" > /dev/null || fail "verify after the rerun"
-same_samples "$work/reference" "$small/out" "after the disk filled and a rerun"
+rerun_completes 2 "$small/out" "the disk filled" "${args[@]}"
 
 # A read-only file system: refused at once, naming the path and the reason.
 mkdir -p "$small/ro"

@@ -55,3 +55,16 @@ same_samples() {
     h5diff "$f" "$2/$(basename "$f")" /samples /samples > /dev/null || fail "$3: $(basename "$f") differs"
   done
 }
+
+# rerun_completes NP OUT WHAT ARGS...: a rerun into OUT (log in OUT.rerun.log) exits 0, keeps
+# some samples of the interrupted run, passes verify, and matches $work/reference.
+rerun_completes() {
+  local np=$1 out=$2 what=$3
+  shift 3
+  LOG="$out.rerun.log"
+  run "$np" "$@" --out "$out"
+  [ "$RC" -eq 0 ] || { cat "$LOG"; fail "rerun after $what exited $RC"; }
+  grep -qE "done: [0-9]+ samples computed now, [1-9][0-9]* done before" "$LOG" || { cat "$LOG"; fail "$what: nothing was kept"; }
+  "$E3_BIN" verify "$out" > /dev/null || fail "$what: verify after the rerun"
+  same_samples "$work/reference" "$out" "$what and its rerun against an uninterrupted run"
+}

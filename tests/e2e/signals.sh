@@ -33,12 +33,7 @@ interrupt() {  # interrupt NAME SIGNAL: start a run, signal one rank once it com
   set -e
 }
 resume_and_compare() {  # resume_and_compare NAME
-  LOG="$work/$1.rerun.log"
-  run 4 "${args[@]}" --out "$work/$1"
-  [ "$RC" -eq 0 ] || { cat "$LOG"; fail "rerun after $1 exited $RC"; }
-  grep -qE "done: [0-9]+ samples computed now, [1-9][0-9]* done before" "$LOG" || { cat "$LOG"; fail "$1: nothing was kept"; }
-  "$E3_BIN" verify "$work/$1" > /dev/null || fail "$1: verify after the rerun"
-  same_samples "$work/reference" "$work/$1" "$1 and its rerun against an uninterrupted run"
+  rerun_completes 4 "$work/$1" "$1" "${args[@]}"
 }
 
 interrupt usr1 USR1

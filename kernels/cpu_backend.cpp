@@ -1,4 +1,3 @@
-#include <cblas.h>
 #include <omp.h>
 #include <unistd.h>
 
@@ -10,9 +9,6 @@
 #include "kernels/error.h"
 #include "kernels/ops_cpu.h"
 
-// OpenBLAS's own thread control; declared here because Debian's cblas.h may not expose it.
-extern "C" void openblas_set_num_threads(int num_threads);
-
 namespace e3::kernels {
 namespace {
 
@@ -22,7 +18,6 @@ class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int threads) : threads_(threads) {
     omp_set_num_threads(threads_);
-    openblas_set_num_threads(threads_);
   }
 
   std::string name() const override { return "cpu"; }

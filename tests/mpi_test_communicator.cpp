@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cmath>
+#include <vector>
+
 #include "kernels/backend.h"
 #include "kernels/error.h"
 #include "parallel/agreement.h"
@@ -36,6 +39,35 @@ TEST(MpiCommunicator, AllReduceSumsOverTheTpGroup) {
     const float factor = static_cast<float>(tp * (tp + 1) / 2);
     for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], factor * static_cast<float>(i)) << "tp " << tp << " i " << i;
   }
+}
+
+// A token's reduced row must be the same bits wherever it sits in the reduced tensor: MPI's own
+// all-reduce adds ranks' values in an order that depends on the message size and the offset.
+TEST(MpiCommunicator, AllReduceOfARowDoesNotDependOnItsNeighbours) {
+  parallel::Grid grid(world_size());
+  auto cpu = kernels::make_cpu_backend(1);
+  auto comm = parallel::make_mpi_communicator(grid.tp_comm(), *cpu);
+  const int64_t cols = 37;
+  auto value = [&](int64_t row, int64_t col) {  // magnitudes that make the order of additions matter
+    const uint32_t h = static_cast<uint32_t>((row * 131 + col) * 2654435761u + static_cast<uint32_t>(grid.tp_rank()) * 97u);
+    return std::ldexp(static_cast<float>(h % 10007) - 5003.0f, static_cast<int>(h % 23) - 11);
+  };
+  auto reduce_rows = [&](int64_t first, int64_t rows) {
+    std::vector<float> v(static_cast<size_t>(rows * cols));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) v[static_cast<size_t>(r * cols + c)] = value(first + r, c);
+    comm->all_reduce_sum(kernels::Tensor(v.data(), kernels::DType::F32, rows, cols));
+    return v;
+  };
+  const int64_t total = 30000;  // large enough for Open MPI's segmented algorithms
+  const std::vector<float> whole = reduce_rows(0, total);
+  for (int64_t first : {int64_t{0}, int64_t{1}, int64_t{777}, int64_t{29999}})
+    for (int64_t rows : {int64_t{1}, int64_t{3}}) {
+      if (first + rows > total) continue;
+      const std::vector<float> part = reduce_rows(first, rows);
+      for (size_t i = 0; i < part.size(); ++i)
+        ASSERT_EQ(part[i], whole[static_cast<size_t>(first * cols) + i]) << "row " << first << " of " << rows;
+    }
 }
 
 TEST(Grid, SplitsWorldIntoDpGroupsOfTpRanks) {

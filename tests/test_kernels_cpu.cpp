@@ -1,10 +1,14 @@
 // The CPU ops are the reference every other backend is tested against, so they are checked
 // here against naive double-precision formulas written independently of the implementation.
+#include <omp.h>
+
+#include <cstring>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -124,6 +128,30 @@ TEST(CpuKernelLinear, ReadsStridedInputAndWritesStridedOutput) {
       if (c < y_off || c >= y_off + N) {
         EXPECT_EQ(ybuf[m * YW + c], 42.0f) << m << "," << c;
       }
+}
+
+// A row's result must not depend on the rows beside it: the extraction packs samples into steps,
+// and a sample's stored states must be the same bytes whatever shares its step (a resumed run
+// packs differently). Every sub-block of rows, at every offset, against the whole product; with
+// thread counts that split the work differently too.
+TEST(CpuKernelLinear, EachRowIsTheSameBitsWhateverRowsShareTheCall) {
+  const int64_t M = 67, N = 45, K = 203;  // K not a multiple of the lane width, N not of the tile
+  auto x = random_floats(M * K, 11), w = random_floats(N * K, 12), b = random_floats(N, 13);
+  const Tensor bias = view(b, 1, N);
+  std::vector<float> whole(M * N);
+  cpu::linear(view(x, M, K), view(w, N, K), &bias, view(whole, M, N));
+  const int saved_threads = omp_get_max_threads();
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    for (int64_t rows : {1, 2, 3, 5, 8, 31, 33, 66})
+      for (int64_t first : {int64_t{0}, int64_t{1}, M - rows}) {
+        std::vector<float> part(static_cast<size_t>(rows * N));
+        cpu::linear(Tensor(x.data() + first * K, DType::F32, rows, K), view(w, N, K), &bias, view(part, rows, N));
+        ASSERT_EQ(0, std::memcmp(part.data(), whole.data() + first * N, part.size() * sizeof(float)))
+            << rows << " rows from row " << first << " with " << threads << " threads";
+      }
+  }
+  omp_set_num_threads(saved_threads);
 }
 
 TEST(CpuKernelLinear, RejectsMismatchedShapes) {

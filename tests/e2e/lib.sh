@@ -4,6 +4,10 @@ set -euo pipefail
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# Debian's Python, which has the Debian packages the tests read HDF5 with (python3-h5py,
+# python3-numpy); a python3 earlier on PATH (pyenv, a venv) may not.
+PYTHON=${E3_PYTHON:-/usr/bin/python3}
+
 # A golden case's directory: the project's own (tests/golden), else the shared oracle's.
 golden_dir() {
   if [ -d "$E3_GOLDEN_DIR/$1" ]; then echo "$E3_GOLDEN_DIR/$1"; else echo "$E3_SHARED_GOLDEN_DIR/$1"; fi

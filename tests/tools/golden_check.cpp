@@ -1,7 +1,12 @@
-// golden_check OUT_DIR CASE_DIR --layers 0,1,2|all --final post-norm|pre-norm|none [--tol 1e-4]
+// golden_check OUT_DIR CASE_DIR --layers 0,1,2|all --final post-norm|pre-norm|none [--tol 1e-4] [--moe-bf16]
 // Compares an eagle3_extract output directory with a golden case's HF reference: each
 // sample present exactly once with its input_ids, shapes as the schema says, and the
 // relative error (Frobenius, per sample and layer) below the tolerance. Prints the worst.
+// --moe-bf16: the bound of ../shared/golden/README.md ("Accuracy in bf16") for MoE models
+// computed in bf16, where a nearly tied router picks another expert for a few tokens: per layer,
+// over all tokens of the case, the median per-token relative error is below --tol (default 2e-2)
+// and at most 10% of the tokens are off by more than 0.1.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -65,17 +70,25 @@ double rel_err(const float* got, const float* want, size_t n, bool* finite) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3) fail("usage: golden_check OUT_DIR CASE_DIR --layers IDS|all --final MODE [--tol T]");
+  if (argc < 3) fail("usage: golden_check OUT_DIR CASE_DIR --layers IDS|all --final MODE [--tol T] [--moe-bf16]");
   const std::filesystem::path out = argv[1], case_dir = argv[2];
   std::string layers_arg = "all", final_mode = "post-norm";
-  double tol = 1e-4;
-  for (int i = 3; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
+  double tol = -1;
+  bool moe_bf16 = false;
+  for (int i = 3; i < argc; ++i) {
+    const std::string k = argv[i];
+    if (k == "--moe-bf16") {
+      moe_bf16 = true;
+      continue;
+    }
+    if (i + 1 >= argc) fail("option " + k + " needs a value");
+    const std::string v = argv[++i];
     if (k == "--layers") layers_arg = v;
     else if (k == "--final") final_mode = v;
     else if (k == "--tol") tol = std::stod(v);
     else fail("unknown option " + k);
   }
+  if (tol < 0) tol = moe_bf16 ? 2e-2 : 1e-4;
   e3::io::silence_hdf5_errors();
   const e3::model::SafetensorsFile ref(case_dir / "ref.safetensors");
   int n = 0;
@@ -111,6 +124,7 @@ int main(int argc, char** argv) {
   if (static_cast<int>(seen.size()) != n) fail("found " + std::to_string(seen.size()) + " samples, want " + std::to_string(n));
   double worst = 0;
   std::map<std::string, double> worst_by;  // per layer / final, over samples
+  std::map<std::string, std::vector<double>> per_token;  // --moe-bf16: per layer / final, every token's error
   for (int i = 0; i < n; ++i) {
     if (!seen.count(i)) fail("sample " + std::to_string(i) + " missing");
     const std::string key = "s" + std::to_string(i);
@@ -137,6 +151,14 @@ int main(int argc, char** argv) {
       bool finite = true;
       const double e = rel_err(got, want, static_cast<size_t>(T * H), &finite);
       if (!finite) fail(key + " " + what + ": non-finite values");
+      if (moe_bf16) {
+        std::vector<double>& errs = per_token[what];
+        for (int64_t t = 0; t < T; ++t) {
+          const size_t at = static_cast<size_t>(t * H);
+          bool unused = true;
+          errs.push_back(rel_err(got + at, want + at, static_cast<size_t>(H), &unused));
+        }
+      }
       worst_by[what] = std::max(worst_by[what], e);
       worst = std::max(worst, e);
     };
@@ -159,6 +181,32 @@ int main(int argc, char** argv) {
         check(last.data(), read_f32(ref, key + ".final_prenorm", nullptr).data(), "final pre-norm");
       }
     }
+  }
+  if (moe_bf16) {
+    double worst_median = 0, worst_far = 0;
+    for (auto& [what, errs] : per_token) {
+      const size_t mid = errs.size() / 2;
+      std::nth_element(errs.begin(), errs.begin() + static_cast<std::ptrdiff_t>(mid), errs.end());
+      double median = errs[mid];
+      if (errs.size() % 2 == 0) median = (median + *std::max_element(errs.begin(), errs.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
+      const double far =
+          static_cast<double>(std::count_if(errs.begin(), errs.end(), [](double e) { return !(e <= 0.1); })) /
+          static_cast<double>(errs.size());
+      if (!(median < tol) || far > 0.10) {
+        char msg[256];
+        std::snprintf(msg, sizeof msg,
+                      "%s %s: median per-token rel err %.2e (bound %.0e), %.1f%% of tokens off by more than 0.1 "
+                      "(bound 10%%)",
+                      case_dir.filename().c_str(), what.c_str(), median, tol, far * 100);
+        fail(msg);
+      }
+      worst_median = std::max(worst_median, median);
+      worst_far = std::max(worst_far, far);
+    }
+    std::printf("ok %s: %d samples, per-token median rel err <= %.2e, tokens off by > 0.1 <= %.1f%%, worst sample "
+                "Frobenius %.2e\n",
+                case_dir.filename().c_str(), n, worst_median, worst_far * 100, worst);
+    return 0;
   }
   if (!(worst <= tol)) {
     std::string detail;

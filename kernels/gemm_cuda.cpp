@@ -1,5 +1,6 @@
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -18,10 +19,16 @@ namespace {
 
 constexpr size_t kWorkspaceBytes = 64ull << 20;
 constexpr size_t kPlanSlots = 4096;  // open addressing; a step uses a handful of shapes
+// The token count every algorithm is chosen for. cuBLASLt's heuristic picks tiles and split-K by
+// the problem's M, and a split-K kernel adds the partial sums of a row in an order set by the
+// split: asked per token count, a sample's states would change with the samples packed beside it.
+// One algorithm per weight shape, chosen for a full step and without split-K, computes every row
+// the same way for any M (the default step budget, where it is also the fastest choice).
+constexpr int64_t kPlanRows = 16384;
 
-// Everything that decides which cuBLASLt algorithm is valid for a call.
+// Everything that decides which cuBLASLt algorithm is valid for a call, except M (see kPlanRows).
 struct PlanKey {
-  int64_t m = 0, n = 0, k = 0, ldx = 0, ldw = 0, ldy = 0;
+  int64_t n = 0, k = 0, ldx = 0, ldw = 0, ldy = 0;
   int in_type = 0, out_type = 0, bias = 0, align = 0;
   bool operator==(const PlanKey& o) const { return std::memcmp(this, &o, sizeof *this) == 0; }
 };
@@ -32,6 +39,7 @@ struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  int64_t layout_rows = 0;  // the M that layouts b and c describe now
 };
 
 // The largest power of two (up to 256) dividing every address and leading dimension.
@@ -52,7 +60,7 @@ struct Gemm::Impl {
 
   Plan& plan_for(const PlanKey& key, cudaDataType_t in_type, cudaDataType_t out_type) {
     size_t h = 1469598103934665603ull;
-    for (int64_t v : {key.m, key.n, key.k, key.ldx, key.ldw, key.ldy, int64_t{key.in_type}, int64_t{key.out_type},
+    for (int64_t v : {key.n, key.k, key.ldx, key.ldw, key.ldy, int64_t{key.in_type}, int64_t{key.out_type},
                       int64_t{key.bias}, int64_t{key.align}})
       h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
     for (size_t probe = 0; probe < kPlanSlots; ++probe) {
@@ -82,14 +90,18 @@ struct Gemm::Impl {
     E3_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, in_type, static_cast<uint64_t>(key.k),
                                                static_cast<uint64_t>(key.n), key.ldw));
     E3_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, in_type, static_cast<uint64_t>(key.k),
-                                               static_cast<uint64_t>(key.m), key.ldx));
+                                               static_cast<uint64_t>(kPlanRows), std::max(key.ldx, key.k)));
     E3_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, out_type, static_cast<uint64_t>(key.n),
-                                               static_cast<uint64_t>(key.m), key.ldy));
+                                               static_cast<uint64_t>(kPlanRows), std::max(key.ldy, key.n)));
+    p.layout_rows = kPlanRows;
     cublasLtMatmulPreference_t pref = nullptr;
     E3_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t ws = kWorkspaceBytes;
     E3_CUBLAS_CHECK(
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    const uint32_t no_split_k = CUBLASLT_REDUCTION_SCHEME_NONE;
+    E3_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                         &no_split_k, sizeof no_split_k));
     const uint32_t align = static_cast<uint32_t>(key.align);
     for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
@@ -100,9 +112,15 @@ struct Gemm::Impl {
                                                              static_cast<int>(results.size()), results.data(), &found);
     cublasLtMatmulPreferenceDestroy(pref);
     E3_REQUIRE(rc == CUBLAS_STATUS_SUCCESS && found > 0, ErrorKind::Internal,
-               "cuBLASLt has no algorithm for [{} x {}] x [{} x {}]^T (alignment {}): {}", key.m, key.k, key.n, key.k,
-               key.align, cublasLtGetStatusString(rc));
+               "cuBLASLt has no algorithm for [{} x {}] x [{} x {}]^T (alignment {}): {}", kPlanRows, key.k, key.n,
+               key.k, key.align, cublasLtGetStatusString(rc));
     p.algo = results[0].algo;
+    int32_t splits = 1;
+    size_t written = 0;
+    E3_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                                         sizeof splits, &written));
+    E3_REQUIRE(splits <= 1, ErrorKind::Internal, "cuBLASLt chose split-K ({}) for [{} x {}] x [{} x {}]^T", splits,
+               kPlanRows, key.k, key.n, key.k);
     p.key = key;
     p.used = true;
   }
@@ -136,7 +154,6 @@ void Gemm::linear(Tensor x, Tensor w, const Tensor* bias, Tensor y, cudaStream_t
   if (x.rows == 0) return;
   const size_t ye = dtype_size(y.dtype);
   PlanKey key;
-  key.m = x.rows;
   key.n = w.rows;
   key.k = x.cols;
   key.ldx = x.stride;
@@ -151,6 +168,12 @@ void Gemm::linear(Tensor x, Tensor w, const Tensor* bias, Tensor y, cudaStream_t
   const cudaDataType_t in_type = x.dtype == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
   const cudaDataType_t out_type = y.dtype == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
   Plan& p = impl_->plan_for(key, in_type, out_type);
+  if (p.layout_rows != x.rows) {  // the same algorithm for any M: only the layouts' column count changes
+    const uint64_t rows = static_cast<uint64_t>(x.rows);
+    E3_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(p.b, CUBLASLT_MATRIX_LAYOUT_COLS, &rows, sizeof rows));
+    E3_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(p.c, CUBLASLT_MATRIX_LAYOUT_COLS, &rows, sizeof rows));
+    p.layout_rows = x.rows;
+  }
   if (bias) {
     const void* bp = bias->data;
     E3_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));

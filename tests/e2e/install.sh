@@ -26,6 +26,7 @@ LOG="$work/demo.log"
 E3_BIN=$bin run 1
 [ "$RC" -eq 0 ] || { cat "$LOG"; fail "the installed binary's demo exited $RC"; }
 grep -q "(embedded demo: no --model given)" "$LOG" || { cat "$LOG"; fail "no demo startup line"; }
+grep -q "info: model $prefix/share/eagle3_extract/demo (llama" "$LOG" || { cat "$LOG"; fail "the demo was not the installed one"; }
 grep -q "done: 8 samples computed now" "$LOG" || { cat "$LOG"; fail "no summary line"; }
 "$bin" verify eagle3_out > "$work/verify.log" 2>&1 || { cat "$work/verify.log"; fail "verify of the demo output"; }
 grep -q "ok: 1 shards, 8 samples" "$work/verify.log" || { cat "$work/verify.log"; fail "verify report"; }

@@ -26,6 +26,11 @@ job_output() { cat "$FAKE_SLURM_DIR"/job-*.out; }
 # from SLURM_LOCALID would hide every GPU from all but the first task where Slurm binds one per task.
 if grep -n CUDA_VISIBLE_DEVICES "$scripts"/*.sbatch; then fail "an sbatch script sets CUDA_VISIBLE_DEVICES"; fi
 
+# A binary that is not there: one line saying so, before anything is launched.
+E3_BIN=$work/no_such_bin submit nobin "$scripts/eagle3_1node.sbatch" "$model" "$work/data.jsonl" "$work/nobin"
+[ "$(cat "$FAKE_SLURM_DIR/job-1001.rc")" -eq 2 ] && job_output | grep -q "no_such_bin not found; put the bin/" &&
+  [ ! -e "$FAKE_SLURM_DIR/srun.log" ] || { job_output; fail "a missing E3_BIN is not reported by the script"; }
+
 # One node, with the time limit coming near once a shard is committed, on a site that binds
 # one GPU to each task (each task sees only device 0).
 FAKE_GPU_BIND=per-task submit one "$scripts/eagle3_1node.sbatch" "$model" "$work/data.jsonl" "$work/one" "${flags[@]}"

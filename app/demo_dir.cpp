@@ -15,8 +15,8 @@ std::filesystem::path demo_dir() {
              "--model DIR --data FILE.jsonl",
              ec.message());
   const fs::path dir = (exe.parent_path() / E3_DEMO_REL_DIR).lexically_normal();
-  // config.json and input.jsonl are what the run opens first; a half-copied demo fails there
-  // with its own message naming the file.
+  // These two say whether the demo is there at all; a missing or truncated model.safetensors is
+  // the loader's to report, naming the file.
   E3_REQUIRE(fs::is_regular_file(dir / "config.json", ec) && fs::is_regular_file(dir / "input.jsonl", ec),
              ErrorKind::Usage,
              "no --model given, and the embedded demo is not at {} (looked up from the binary {}; it is installed "

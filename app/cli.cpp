@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "app/demo_dir.h"
 #include "io/dataset.h"
 #include "jobs/part.h"
 #include "kernels/error.h"
@@ -19,8 +20,9 @@ Request parse_command_line(int argc, char** argv) {
   CLI::App app{
       "eagle3_extract: runs a language model, tensor-parallel over MPI ranks, over a tokenized JSONL dataset and "
       "writes the hidden states of chosen layers per sample to HDF5 (EAGLE-3 draft-model training data).\n"
-      "With no --model it runs the tiny checkpoint kept in the repository, writing ./eagle3_out."};
+      "With no --model it runs the tiny demo checkpoint installed with it, writing ./eagle3_out."};
   app.set_help_all_flag("--help-all", "Show help for the subcommands too");
+  app.set_version_flag("--version", "eagle3_extract " E3_VERSION_STRING, "Print the version and exit");
 
   std::string model, data, out = "eagle3_out", final_mode = "post-norm", dtype = "bf16", on_long = "skip",
               on_nonfinite = "error";
@@ -110,6 +112,10 @@ Request parse_command_line(int argc, char** argv) {
     req.command = Command::Help;
     req.help_text = app.help();
     return req;
+  } catch (const CLI::CallForVersion& v) {
+    req.command = Command::Help;
+    req.help_text = std::string(v.what()) + "\n";
+    return req;
   } catch (const CLI::CallForAllHelp&) {
     req.command = Command::Help;
     req.help_text = app.help("", CLI::AppFormatMode::All);
@@ -139,8 +145,9 @@ Request parse_command_line(int argc, char** argv) {
   if (model.empty()) {
     E3_REQUIRE(data.empty(), ErrorKind::Usage, "--data needs --model");
     req.embedded_demo = true;
-    model = E3_DEFAULT_MODEL_DIR;
-    data = std::string(E3_DEFAULT_MODEL_DIR) + "/input.jsonl";
+    const auto demo = demo_dir();
+    model = demo.string();
+    data = (demo / "input.jsonl").string();
   }
   E3_REQUIRE(!data.empty(), ErrorKind::Usage, "--model needs --data (a JSONL file)");
   rc.model_dir = model;

@@ -1,7 +1,8 @@
 # The sbatch scripts of jobs/slurm under a fake Slurm (tests/e2e/fake_slurm: sbatch, srun and
 # scontrol with the SLURM_* variables of a real job, mpirun underneath): one node, several
 # nodes, an array over --part, and a time limit that stops the job with the resumable exit
-# code, after which the script requeues it and the next start completes the dataset.
+# code, after which the script requeues it and the next start completes the dataset; a failed
+# array task rerun alone as its own part; and GPU binding left to Slurm and the program.
 source "$(dirname "$0")/lib.sh"
 model="$E3_GOLDEN_DIR/tiny_llama_default"
 scripts="$(cd "$(dirname "$0")/../../jobs/slurm" && pwd)"
@@ -21,8 +22,18 @@ submit() {  # submit NAME SBATCH_ARGS...: a fresh fake Slurm for each submission
 }
 job_output() { cat "$FAKE_SLURM_DIR"/job-*.out; }
 
-# One node, with the time limit coming near once a shard is committed.
-submit one "$scripts/eagle3_1node.sbatch" "$model" "$work/data.jsonl" "$work/one" "${flags[@]}"
+# The program picks its GPU (local rank % visible GPUs); a script that set CUDA_VISIBLE_DEVICES
+# from SLURM_LOCALID would hide every GPU from all but the first task where Slurm binds one per task.
+if grep -n CUDA_VISIBLE_DEVICES "$scripts"/*.sbatch; then fail "an sbatch script sets CUDA_VISIBLE_DEVICES"; fi
+
+# A binary that is not there: one line saying so, before anything is launched.
+E3_BIN=$work/no_such_bin submit nobin "$scripts/eagle3_1node.sbatch" "$model" "$work/data.jsonl" "$work/nobin"
+[ "$(cat "$FAKE_SLURM_DIR/job-1001.rc")" -eq 2 ] && job_output | grep -q "no_such_bin not found; put the bin/" &&
+  [ ! -e "$FAKE_SLURM_DIR/srun.log" ] || { job_output; fail "a missing E3_BIN is not reported by the script"; }
+
+# One node, with the time limit coming near once a shard is committed, on a site that binds
+# one GPU to each task (each task sees only device 0).
+FAKE_GPU_BIND=per-task submit one "$scripts/eagle3_1node.sbatch" "$model" "$work/data.jsonl" "$work/one" "${flags[@]}"
 grep -q "srun --mpi=pmix" "$FAKE_SLURM_DIR/srun.log" || fail "the script does not launch with srun --mpi=pmix"
 job_output > "$work/one.out"
 grep -q "stopped by signal 10 after the current step" "$work/one.out" || { cat "$work/one.out"; fail "no graceful stop on SIGUSR1"; }
@@ -33,8 +44,8 @@ grep -qE "done: [0-9]+ samples computed now, [1-9][0-9]* done before, 0 skipped 
   { cat "$work/one.out"; fail "the requeued job did not resume and complete"; }
 [ "$(cat "$FAKE_SLURM_DIR/job-1001.rc")" -eq 0 ] || fail "the requeued job's script exited $(cat "$FAKE_SLURM_DIR/job-1001.rc")"
 for r in 0 1; do
-  grep -q "\[r$r/2 tp$r dp0\] info: eagle3_extract .* up: host .*, CUDA_VISIBLE_DEVICES=$r" "$work/one.out" ||
-    { cat "$work/one.out"; fail "no startup line of rank $r with its GPU under srun"; }
+  grep -q "\[r$r/2 tp$r dp0\] info: eagle3_extract .* up: host .*, local rank $r/2, .*, CUDA_VISIBLE_DEVICES=0$" \
+    "$work/one.out" || { cat "$work/one.out"; fail "rank $r does not keep the one GPU that Slurm bound to it"; }
   [ -s "$work/one/logs/rank-0000$r.log" ] || fail "no per-rank log file for rank $r"
 done
 "$E3_BIN" verify "$work/one" > /dev/null || fail "verify of the one-node job"
@@ -42,17 +53,47 @@ done
 # Two nodes of 2 tasks: TP 2 inside a node, one DP group per node.
 submit nodes "$scripts/eagle3_nodes.sbatch" "$model" "$work/data.jsonl" "$work/nodes" "${flags[@]}"
 job_output > "$work/nodes.out"
-grep -q "\[r3/4 tp1 dp1\] info: eagle3_extract .* up: host .*, CUDA_VISIBLE_DEVICES=1" "$work/nodes.out" ||
-  { cat "$work/nodes.out"; fail "rank 3 is not TP 1 of DP group 1 on its node's GPU 1"; }
+# No binding: the tasks see the GPUs this test sees (the fake nodes share one host, so the
+# program's local rank, by host, is the world rank here).
+seen=$(grep "\[r3/4 tp1 dp1\] info: eagle3_extract .* up: host " "$work/nodes.out") ||
+  { cat "$work/nodes.out"; fail "rank 3 is not TP 1 of DP group 1"; }
+if [ -z "${CUDA_VISIBLE_DEVICES+set}" ]; then
+  [[ $seen != *", CUDA_VISIBLE_DEVICES="* ]] || fail "the script set CUDA_VISIBLE_DEVICES: $seen"
+else
+  [[ $seen == *", CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES" ]] || fail "the script changed CUDA_VISIBLE_DEVICES: $seen"
+fi
 grep -q "over 2 DP groups" "$work/nodes.out" || { cat "$work/nodes.out"; fail "not 2 DP groups"; }
 "$E3_BIN" verify "$work/nodes" > /dev/null || fail "verify of the two-node job"
 
-# An array of 3 tasks over --part, sbatch --array overriding the script's.
-submit array --array=1-3 "$scripts/eagle3_array.sbatch" "$model" "$work/data.jsonl" "$work/array" "${flags[@]}"
+# An array of 3 tasks over --part, sbatch --array overriding the script's; task 2 (part 1/3)
+# fails before it starts, as on a broken node.
+printf '%s\n' '#!/bin/bash' '[ "$SLURM_ARRAY_TASK_ID" = 2 ] && { echo "flaky node: task 2 fails"; exit 1; }' \
+  'exec "$REAL_BIN" "$@"' > "$work/flaky_bin"
+chmod +x "$work/flaky_bin"
+REAL_BIN=$E3_BIN E3_BIN=$work/flaky_bin submit array --array=1-3 "$scripts/eagle3_array.sbatch" "$model" \
+  "$work/data.jsonl" "$work/array" "${flags[@]}"
 job_output > "$work/array.out"
-for p in 0 1 2; do
+for p in 0 2; do
   [ -e "$work/array/manifest.part-000$p-of-0003.json" ] || { cat "$work/array.out"; fail "no manifest of part $p/3"; }
 done
+[ ! -e "$work/array/manifest.part-0001-of-0003.json" ] || fail "the failed task left a manifest"
+"$E3_BIN" verify "$work/array" > "$work/verify.log" 2>&1 || true
+grep -q "2 of 3 parts present (run not complete)$" "$work/verify.log" || { cat "$work/verify.log"; fail "verify of 2 of 3 parts"; }
+
+# Task 2 resubmitted alone is an array of one: --part slurm makes it part 0/1, which the
+# directory of 3 parts refuses.
+submit plain --array=2 "$scripts/eagle3_array.sbatch" "$model" "$work/data.jsonl" "$work/array" "${flags[@]}"
+[ "$(cat "$FAKE_SLURM_DIR/job-1001.rc")" -eq 5 ] && job_output | grep -q "cut in 3 parts, this job is part 0/1" ||
+  { job_output; fail "part 0/1 into a directory of 3 parts was not refused"; }
+# E3_PART gives it the part it had.
+E3_PART=1/3 submit rerun --array=2 "$scripts/eagle3_array.sbatch" "$model" "$work/data.jsonl" "$work/array" "${flags[@]}"
+job_output > "$work/rerun.out"
+[ "$(cat "$FAKE_SLURM_DIR/job-1001.rc")" -eq 0 ] || { cat "$work/rerun.out"; fail "the rerun of task 2 with E3_PART=1/3 failed"; }
+grep -q "part-0001-of-0003" "$work/rerun.out" || { cat "$work/rerun.out"; fail "the rerun did not compute part 1/3"; }
+# So does a --part after the script's arguments, over the script's own --part slurm (all done by now).
+submit rerun_arg --array=2 "$scripts/eagle3_array.sbatch" "$model" "$work/data.jsonl" "$work/array" "${flags[@]}" --part 1/3
+[ "$(cat "$FAKE_SLURM_DIR/job-1001.rc")" -eq 0 ] || { job_output; fail "the rerun of task 2 with --part 1/3 failed"; }
+job_output | grep -q "0 samples computed now, 100 done before" || { job_output; fail "--part 1/3 did not find part 1 done"; }
 "$E3_BIN" verify "$work/array" > "$work/verify.log" 2>&1 || { cat "$work/verify.log"; fail "verify of the array's output"; }
 grep -q "300 of 300 input samples accounted for, 3 of 3 parts present$" "$work/verify.log" ||
   { cat "$work/verify.log"; fail "the array did not cover the dataset"; }

@@ -33,7 +33,7 @@ StDType parse_dtype(const std::string& s, const std::string& where) {
       {"BOOL", StDType::BOOL},   {"F8_E4M3", StDType::F8_E4M3}, {"F8_E5M2", StDType::F8_E5M2}};
   for (const auto& [name, t] : table)
     if (s == name) return t;
-  E3_THROW(ErrorKind::Model, "{}: unknown dtype '{}'", where, s);
+  E3_THROW(ErrorKind::Model, "{}: unknown dtype '{}'", where, kernels::clip(s));
 }
 
 }  // namespace
@@ -218,7 +218,7 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
       if (it == file_ids.end()) {
         const auto shard = dir / fname;
         E3_REQUIRE(std::filesystem::exists(shard), ErrorKind::Model,
-                   "{}: shard '{}' (holding tensor '{}') does not exist", index_path.string(), fname,
+                   "{}: shard '{}' (holding tensor '{}') does not exist", index_path.string(), kernels::clip(fname),
                    kernels::clip(name));
         files_.push_back(std::make_unique<SafetensorsFile>(shard));
         it = file_ids.emplace(fname, files_.size() - 1).first;

@@ -470,6 +470,22 @@ TEST(SafetensorsHostile, NumberOverflowInMetadataNamesFileAndKey) {
   expect_bad_file(path, "__metadata__.scale");
 }
 
+TEST(SafetensorsHostile, HugeStringsAreClippedInMessages) {
+  TempDir dir;
+  const auto path = dir / "m.safetensors";
+  write_with_header(path, shape_header("w", std::string(1 << 20, 'F'), "[1]", 0, 4), 4);
+  auto err = error_of([&] { SafetensorsFile file(path); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_TRUE(Contains(err->what(), "unknown dtype 'FFFF"));
+  EXPECT_LT(std::string(err->what()).size(), 1000u);
+
+  write_with_header(path, shape_header(std::string(1 << 20, 'w'), "F32", "[1]", 0, 8), 8);
+  err = error_of([&] { SafetensorsFile file(path); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_TRUE(Contains(err->what(), "tensor 'wwww"));
+  EXPECT_LT(std::string(err->what()).size(), 1000u);
+}
+
 TEST(SafetensorsHostile, DimensionPastInt64IsRefused) {
   TempDir dir;
   const auto path = dir / "m.safetensors";

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -12,6 +11,7 @@
 
 #include "kernels/error.h"
 #include "kernels/hash.h"
+#include "kernels/json_read.h"
 
 namespace e3::io {
 
@@ -123,7 +123,9 @@ json to_json(const Manifest& m) {
               {"skipped", skipped_json(m.skipped)}};
 }
 
-Manifest manifest_from_json(const json& j, const std::string& where) {
+namespace {
+
+Manifest parse_manifest(const json& j, const std::string& where) {
   E3_REQUIRE(j.is_object() && j.value("format", "") == kManifestFormat, ErrorKind::Output,
              "{}: not an eagle3_extract manifest", where);
   Manifest m;
@@ -136,8 +138,8 @@ Manifest manifest_from_json(const json& j, const std::string& where) {
   m.fingerprint.on_long = field<std::string>(f, "on_long", where);
   m.fingerprint.samples_per_shard = field<int64_t>(f, "samples_per_shard", where);
   m.fingerprint.tool_version = field<std::string>(f, "tool_version", where);
-  m.part.index = j.value("part_index", 0);
-  m.part.count = j.value("part_count", 1);
+  m.part.index = j.contains("part_index") ? field<int>(j, "part_index", where) : 0;
+  m.part.count = j.contains("part_count") ? field<int>(j, "part_count", where) : 1;
   E3_REQUIRE(m.part.count >= 1 && m.part.index >= 0 && m.part.index < m.part.count, ErrorKind::Output,
              "{}: bad part {}/{}", where, m.part.index, m.part.count);
   m.model_path = field<std::string>(j, "model_path", where);
@@ -149,6 +151,11 @@ Manifest manifest_from_json(const json& j, const std::string& where) {
   for (const json& s : field<json>(j, "shards", where)) {
     CommittedShard c;
     c.file = field<std::string>(s, "file", where);
+    // A rerun renames and removes files by these names: one that is not a bare name could reach
+    // outside --out.
+    E3_REQUIRE(kernels::is_plain_file_name(c.file), ErrorKind::Output,
+               "{}: shard entry {} has \"file\": \"{}\", which is not a file name in the output directory (no "
+               "'/' or '..')", where, m.shards.size(), kernels::clip(c.file));
     c.shard_index = field<int64_t>(s, "shard_index", where);
     c.samples = field<std::vector<int64_t>>(s, "samples", where);
     c.num_tokens = field<int64_t>(s, "num_tokens", where);
@@ -159,6 +166,17 @@ Manifest manifest_from_json(const json& j, const std::string& where) {
   }
   m.skipped = skipped_from_json(field<json>(j, "skipped", where), where);
   return m;
+}
+
+}  // namespace
+
+Manifest manifest_from_json(const json& j, const std::string& where) {
+  try {
+    return parse_manifest(j, where);
+  } catch (const json::exception& e) {
+    // A value of an unexpected type (a string part_index...): still an output error naming the file.
+    E3_THROW(ErrorKind::Output, "{}: {}", where, kernels::clip(e.what(), 200));
+  }
 }
 
 void write_manifest(const std::filesystem::path& dir, const Manifest& m) {
@@ -188,17 +206,7 @@ std::optional<Manifest> read_manifest(const std::filesystem::path& dir, const Pa
 }
 
 Manifest read_manifest_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  E3_REQUIRE(in.good(), ErrorKind::Output, "cannot read {}", path.string());
-  std::stringstream text;
-  text << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    E3_THROW(ErrorKind::Output, "{}: invalid JSON: {}", path.string(), e.what());
-  }
-  return manifest_from_json(j, path.string());
+  return manifest_from_json(kernels::read_json_file(path, ErrorKind::Output), path.string());
 }
 
 }  // namespace e3::io

@@ -225,6 +225,7 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
     model::validate_capture_ids(layers, mc.num_hidden_layers);
     model::check_tensor_parallel(mc, grid.tp_size());
     ckpt = std::make_unique<model::Checkpoint>(rc.model_dir);
+    model::check_config_against_checkpoint(mc, *ckpt);
     data = io::Dataset::open(rc.data_path, {mc.vocab_size, rc.max_seq_len, rc.on_long});
     fp.model_fingerprint = mc.fingerprint + "-" + ckpt->fingerprint();
     fp.layer_ids.assign(layers.begin(), layers.end());

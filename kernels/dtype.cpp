@@ -73,19 +73,33 @@ uint16_t float_to_fp16(float f) {
   return sign | static_cast<uint16_t>(rebased >> 13);
 }
 
+namespace {
+
+// Element i of a buffer that need not be aligned for T: safetensors allows a header of any
+// length, so a tensor's bytes may start at an odd address. The memcpy compiles to one load.
+template <typename T>
+T load_at(const void* base, size_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const unsigned char*>(base) + i * sizeof(T), sizeof(T));
+  return v;
+}
+
+template <typename T>
+void store_at(void* base, size_t i, T v) {
+  std::memcpy(static_cast<unsigned char*>(base) + i * sizeof(T), &v, sizeof(T));
+}
+
+}  // namespace
+
 void convert_to_float(const void* src, DType from, float* dst, size_t n) {
   switch (from) {
     case DType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
-    case DType::BF16: {
-      auto* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_float(s[i]);
+    case DType::BF16:
+      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_float(load_at<uint16_t>(src, i));
       return;
-    }
-    case DType::F16: {
-      auto* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = fp16_to_float(s[i]);
+    case DType::F16:
+      for (size_t i = 0; i < n; ++i) dst[i] = fp16_to_float(load_at<uint16_t>(src, i));
       return;
-    }
     case DType::I32:
     case DType::U8: break;
   }
@@ -95,16 +109,12 @@ void convert_to_float(const void* src, DType from, float* dst, size_t n) {
 void convert_from_float(const float* src, DType to, void* dst, size_t n) {
   switch (to) {
     case DType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
-    case DType::BF16: {
-      auto* d = static_cast<uint16_t*>(dst);
-      for (size_t i = 0; i < n; ++i) d[i] = float_to_bf16(src[i]);
+    case DType::BF16:
+      for (size_t i = 0; i < n; ++i) store_at(dst, i, float_to_bf16(src[i]));
       return;
-    }
-    case DType::F16: {
-      auto* d = static_cast<uint16_t*>(dst);
-      for (size_t i = 0; i < n; ++i) d[i] = float_to_fp16(src[i]);
+    case DType::F16:
+      for (size_t i = 0; i < n; ++i) store_at(dst, i, float_to_fp16(src[i]));
       return;
-    }
     case DType::I32:
     case DType::U8: break;
   }
@@ -119,15 +129,15 @@ namespace {
 // A value is NaN or infinite exactly when all its exponent bits are set. Blocks are scanned
 // with a branch-free OR so the compiler vectorises the common, all-finite case.
 template <typename Bits>
-size_t first_with_exponent(const Bits* v, size_t n, Bits exponent) {
+size_t first_with_exponent(const void* v, size_t n, Bits exponent) {
   constexpr size_t kBlock = 4096;
   for (size_t begin = 0; begin < n; begin += kBlock) {
     const size_t end = std::min(n, begin + kBlock);
     Bits hit = 0;
-    for (size_t i = begin; i < end; ++i) hit |= static_cast<Bits>((v[i] & exponent) == exponent);
+    for (size_t i = begin; i < end; ++i) hit |= static_cast<Bits>((load_at<Bits>(v, i) & exponent) == exponent);
     if (!hit) continue;
     for (size_t i = begin; i < end; ++i)
-      if ((v[i] & exponent) == exponent) return i;
+      if ((load_at<Bits>(v, i) & exponent) == exponent) return i;
   }
   return n;
 }
@@ -136,9 +146,9 @@ size_t first_with_exponent(const Bits* v, size_t n, Bits exponent) {
 
 size_t first_nonfinite(const void* data, DType t, size_t n) {
   switch (t) {
-    case DType::F32: return first_with_exponent(static_cast<const uint32_t*>(data), n, uint32_t{0x7f800000u});
-    case DType::BF16: return first_with_exponent(static_cast<const uint16_t*>(data), n, uint16_t{0x7f80u});
-    case DType::F16: return first_with_exponent(static_cast<const uint16_t*>(data), n, uint16_t{0x7c00u});
+    case DType::F32: return first_with_exponent(data, n, uint32_t{0x7f800000u});
+    case DType::BF16: return first_with_exponent(data, n, uint16_t{0x7f80u});
+    case DType::F16: return first_with_exponent(data, n, uint16_t{0x7c00u});
     case DType::I32:
     case DType::U8: break;
   }

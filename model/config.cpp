@@ -9,12 +9,26 @@
 
 #include "kernels/error.h"
 #include "kernels/hash.h"
+#include "kernels/json_read.h"
+#include "model/safetensors.h"
 #include "model/rope.h"
 
 namespace e3::model {
 namespace {
 
 using nlohmann::json;
+
+// Bounds on the sizes weights and workspaces are allocated from. Each is far above any released
+// model (hidden 16384, intermediate 53248, vocab 256k, 126 layers, 384 experts); together with
+// kMaxParameters they keep every product of sizes well inside 64 bits.
+constexpr int64_t kMaxHidden = int64_t{1} << 20;
+constexpr int64_t kMaxIntermediate = int64_t{1} << 22;
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxLayers = int64_t{1} << 14;
+constexpr int64_t kMaxHeads = int64_t{1} << 16;
+constexpr int64_t kMaxHeadDim = int64_t{1} << 16;
+constexpr int64_t kMaxExperts = int64_t{1} << 16;
+constexpr double kMaxParameters = 0x1p46;  // 7e13, some 70 times the largest model published
 
 // Typed access to one JSON object with errors that name the file and the key.
 class Keys {
@@ -30,8 +44,14 @@ class Keys {
   int64_t integer_or(const char* key, int64_t fallback) const {
     if (!has(key)) return fallback;
     const json& v = obj_.at(key);
-    E3_REQUIRE(v.is_number_integer() || (v.is_number_float() && v.get<double>() == std::floor(v.get<double>())),
-               ErrorKind::Model, "{}: '{}' must be an integer, got {}", where_, key, v.dump());
+    // 2^63 is exact as a double; a float at or past it (1e300) has no int64 value.
+    constexpr double kLimit = 9223372036854775808.0;
+    const bool fits = v.is_number_unsigned()  ? v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)
+                      : v.is_number_integer() ? true
+                      : v.is_number_float()   ? v.get<double>() == std::floor(v.get<double>()) &&
+                                                  std::fabs(v.get<double>()) < kLimit
+                                              : false;
+    E3_REQUIRE(fits, ErrorKind::Model, "{}: '{}' must be an integer, got {}", where_, key, kernels::json_excerpt(v));
     return v.is_number_integer() ? v.get<int64_t>() : static_cast<int64_t>(v.get<double>());
   }
   int64_t positive(const char* key) const {
@@ -39,10 +59,21 @@ class Keys {
     E3_REQUIRE(v > 0, ErrorKind::Model, "{}: '{}' must be positive, got {}", where_, key, v);
     return v;
   }
+  // A size the weights are allocated from: positive and at most `max`, a bound far above any
+  // real model that keeps every product of sizes inside 64 bits.
+  int64_t size(const char* key, int64_t max) const { return bounded(key, positive(key), max); }
+  int64_t size_or(const char* key, int64_t fallback, int64_t max) const {
+    return has(key) ? bounded(key, integer(key), max) : fallback;
+  }
+  int64_t bounded(const char* key, int64_t v, int64_t max) const {
+    E3_REQUIRE(v <= max, ErrorKind::Model, "{}: '{}' is {}, more than this tool accepts (at most {}): is config.json "
+               "corrupt?", where_, key, v, max);
+    return v;
+  }
   double number_or(const char* key, double fallback) const {
     if (!has(key)) return fallback;
     const json& v = obj_.at(key);
-    E3_REQUIRE(v.is_number(), ErrorKind::Model, "{}: '{}' must be a number, got {}", where_, key, v.dump());
+    E3_REQUIRE(v.is_number(), ErrorKind::Model, "{}: '{}' must be a number, got {}", where_, key, kernels::json_excerpt(v));
     return v.get<double>();
   }
   std::optional<double> optional_number(const char* key) const {
@@ -52,13 +83,17 @@ class Keys {
   bool boolean_or(const char* key, bool fallback) const {
     if (!has(key)) return fallback;
     const json& v = obj_.at(key);
-    E3_REQUIRE(v.is_boolean(), ErrorKind::Model, "{}: '{}' must be true or false, got {}", where_, key, v.dump());
+    E3_REQUIRE(v.is_boolean(), ErrorKind::Model, "{}: '{}' must be true or false, got {}", where_, key, kernels::json_excerpt(v));
     return v.get<bool>();
   }
   std::string string_or(const char* key, const std::string& fallback) const {
     if (!has(key)) return fallback;
     const json& v = obj_.at(key);
-    E3_REQUIRE(v.is_string(), ErrorKind::Model, "{}: '{}' must be a string, got {}", where_, key, v.dump());
+    E3_REQUIRE(v.is_string(), ErrorKind::Model, "{}: '{}' must be a string, got {}", where_, key, kernels::json_excerpt(v));
+    // Every string a config holds is a short name; a longer one would only flood messages.
+    E3_REQUIRE(v.get_ref<const std::string&>().size() <= 256, ErrorKind::Model,
+               "{}: '{}' is a string of {} bytes, longer than any name it could hold: {}", where_, key,
+               v.get_ref<const std::string&>().size(), kernels::json_excerpt(v));
     return v.get<std::string>();
   }
   const std::string& where() const { return where_; }
@@ -97,17 +132,17 @@ Family detect_family(const std::string& arch, const std::string& model_type, con
   E3_THROW(ErrorKind::Model,
            "{}: unsupported architecture '{}' (model_type '{}'); supported: llama, mistral, qwen2, qwen3, "
            "qwen3_moe, deepseek_v2, deepseek_v3 (kimi_k2)",
-           where, arch, model_type);
+           where, kernels::clip(arch), model_type);
 }
 
 // DeepSeek's MLA: shapes, the RoPE layout, and the softmax scale HF applies under YaRN.
 MlaConfig parse_mla(const Keys& k, Family family, const RopeConfig& rope) {
   MlaConfig m;
-  m.q_lora_rank = k.integer_or("q_lora_rank", 0);
-  m.kv_lora_rank = k.positive("kv_lora_rank");
-  m.qk_nope_head_dim = k.positive("qk_nope_head_dim");
-  m.qk_rope_head_dim = k.positive("qk_rope_head_dim");
-  m.v_head_dim = k.positive("v_head_dim");
+  m.q_lora_rank = k.size_or("q_lora_rank", 0, kMaxHidden);
+  m.kv_lora_rank = k.size("kv_lora_rank", kMaxHidden);
+  m.qk_nope_head_dim = k.size("qk_nope_head_dim", kMaxHeadDim);
+  m.qk_rope_head_dim = k.size("qk_rope_head_dim", kMaxHeadDim);
+  m.v_head_dim = k.size("v_head_dim", kMaxHeadDim);
   // DeepSeek-V2 always pairs (2i, 2i+1) (a complex product); V3 says so in rope_interleave.
   m.rope_interleave = family == Family::DeepseekV2 ? true : k.boolean_or("rope_interleave", true);
   m.attention_bias = k.boolean_or("attention_bias", false);
@@ -125,9 +160,9 @@ MoeConfig parse_moe(const json& doc, const Keys& k, Family family, int64_t layer
   MoeConfig m;
   m.layer_is_moe.assign(static_cast<size_t>(layers), false);
   if (family == Family::Qwen3Moe) {
-    m.num_experts = k.integer_or("num_experts", 128);
-    m.experts_per_token = k.integer_or("num_experts_per_tok", 8);
-    m.moe_intermediate_size = k.integer_or("moe_intermediate_size", 768);
+    m.num_experts = k.size_or("num_experts", 128, kMaxExperts);
+    m.experts_per_token = k.size_or("num_experts_per_tok", 8, kMaxExperts);
+    m.moe_intermediate_size = k.size_or("moe_intermediate_size", 768, kMaxIntermediate);
     m.norm_topk_prob = k.boolean_or("norm_topk_prob", false);
     m.scoring = "softmax";
     m.topk_method = "greedy";
@@ -135,17 +170,21 @@ MoeConfig parse_moe(const json& doc, const Keys& k, Family family, int64_t layer
     E3_REQUIRE(step > 0, ErrorKind::Model, "{}: decoder_sparse_step must be positive", k.where());
     std::vector<int64_t> dense_only;
     if (doc.contains("mlp_only_layers") && doc["mlp_only_layers"].is_array())
-      for (const json& v : doc["mlp_only_layers"]) dense_only.push_back(v.get<int64_t>());
+      for (const json& v : doc["mlp_only_layers"]) {
+        E3_REQUIRE(v.is_number_integer(), ErrorKind::Model, "{}: 'mlp_only_layers' holds {}, not a layer index",
+                   k.where(), kernels::json_excerpt(v));
+        dense_only.push_back(v.get<int64_t>());
+      }
     for (int64_t l = 0; l < layers; ++l)
       m.layer_is_moe[static_cast<size_t>(l)] =
           std::find(dense_only.begin(), dense_only.end(), l) == dense_only.end() && m.num_experts > 0 &&
           (l + 1) % step == 0;
   } else {
     const bool v3 = family == Family::DeepseekV3;
-    m.num_experts = k.integer_or("n_routed_experts", v3 ? 256 : 64);
-    m.experts_per_token = k.integer_or("num_experts_per_tok", 0);
-    m.moe_intermediate_size = k.integer_or("moe_intermediate_size", v3 ? 2048 : 1407);
-    m.n_shared_experts = k.integer_or("n_shared_experts", v3 ? 1 : 2);
+    m.num_experts = k.size_or("n_routed_experts", v3 ? 256 : 64, kMaxExperts);
+    m.experts_per_token = k.size_or("num_experts_per_tok", 0, kMaxExperts);
+    m.moe_intermediate_size = k.size_or("moe_intermediate_size", v3 ? 2048 : 1407, kMaxIntermediate);
+    m.n_shared_experts = k.size_or("n_shared_experts", v3 ? 1 : 2, kMaxExperts);
     m.scoring = k.string_or("scoring_func", v3 ? "sigmoid" : "softmax");
     m.topk_method = k.string_or("topk_method", v3 ? "noaux_tc" : "greedy");
     m.n_group = k.integer_or("n_group", 1);
@@ -314,7 +353,7 @@ QuantConfig parse_compressed_tensors(const json& q, const std::string& where) {
              ErrorKind::Model, "{}: compressed-tensors without config_groups", at);
   bool first = true;
   for (const auto& [name, group] : q["config_groups"].items()) {
-    const std::string g = at + " config_groups." + name;
+    const std::string g = at + " config_groups." + kernels::clip(name, 64);
     E3_REQUIRE(group.is_object() && group.contains("weights") && group["weights"].is_object(), ErrorKind::Model,
                "{}: no weights scheme", g);
     const json& w = group["weights"];
@@ -354,9 +393,35 @@ QuantConfig parse_quant(const json& text, const json& whole, const std::string& 
            "compressed-tensors pack-quantized int4)", where, method);
 }
 
-}  // namespace
+// About as many parameters as the loader will allocate (an upper bound: a layer counts both its
+// dense MLP and its experts), in double so that it cannot overflow. Each size is bounded on its
+// own; this bounds their products, which `info` and the loader form in 64-bit integers.
+void check_total_size(const ModelConfig& c, const std::string& where) {
+  const auto d = [](int64_t v) { return static_cast<double>(v); };
+  const double H = d(c.hidden_size);
+  double attention = H * d(c.head_dim) * d(2 * c.num_attention_heads + 2 * c.num_key_value_heads);
+  if (c.is_mla()) {
+    const MlaConfig& m = c.mla;
+    const double heads = d(c.num_attention_heads);
+    attention = H * d(m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim) +
+                d(std::max(m.q_lora_rank, c.hidden_size)) * heads * d(m.qk_head_dim()) +
+                d(m.kv_lora_rank) * heads * d(m.qk_nope_head_dim + m.v_head_dim) + heads * d(m.v_head_dim) * H;
+  }
+  const double experts = 3 * H * d(c.moe.moe_intermediate_size) * d(c.moe.num_experts + c.moe.n_shared_experts) +
+                         H * d(c.moe.num_experts);
+  const double total = H * d(c.vocab_size) + d(c.num_hidden_layers) * (attention + 3 * H * d(c.intermediate_size) +
+                                                                      experts);
+  E3_REQUIRE(total <= kMaxParameters, ErrorKind::Model,
+             "{}: num_hidden_layers {}, hidden_size {}, intermediate_size {}, vocab_size {}{} describe a model of about "
+             "{:.2g} parameters, more than this tool accepts ({:.2g}): is config.json corrupt?",
+             where, c.num_hidden_layers, c.hidden_size, c.intermediate_size, c.vocab_size,
+             c.moe.num_experts > 0 ? fmt::format(", {} experts of moe_intermediate_size {}", c.moe.num_experts,
+                                                 c.moe.moe_intermediate_size)
+                                   : std::string(),
+             total, kMaxParameters);
+}
 
-ModelConfig parse_model_config(const json& whole, const std::filesystem::path& source) {
+ModelConfig parse_config(const json& whole, const std::filesystem::path& source) {
   std::string where = source.string();
   E3_REQUIRE(whole.is_object(), ErrorKind::Model, "{}: not a JSON object", where);
   ModelConfig c;
@@ -377,12 +442,12 @@ ModelConfig parse_model_config(const json& whole, const std::filesystem::path& s
   c.model_type = k.string_or("model_type", Keys(whole, where).string_or("model_type", ""));
   c.family = detect_family(text == &whole ? c.architecture : "", c.model_type, where);
 
-  c.hidden_size = k.positive("hidden_size");
-  c.intermediate_size = k.positive("intermediate_size");
-  c.num_hidden_layers = k.positive("num_hidden_layers");
-  c.num_attention_heads = k.positive("num_attention_heads");
-  c.num_key_value_heads = k.integer_or("num_key_value_heads", c.num_attention_heads);
-  c.vocab_size = k.positive("vocab_size");
+  c.hidden_size = k.size("hidden_size", kMaxHidden);
+  c.intermediate_size = k.size("intermediate_size", kMaxIntermediate);
+  c.num_hidden_layers = k.size("num_hidden_layers", kMaxLayers);
+  c.num_attention_heads = k.size("num_attention_heads", kMaxHeads);
+  c.num_key_value_heads = k.size_or("num_key_value_heads", c.num_attention_heads, kMaxHeads);
+  c.vocab_size = k.size("vocab_size", kMaxVocab);
   c.max_position_embeddings = k.integer_or("max_position_embeddings", 4096);
   c.rms_norm_eps = k.number_or("rms_norm_eps", 1e-6);
   c.tie_word_embeddings = k.boolean_or("tie_word_embeddings", false);
@@ -393,7 +458,7 @@ ModelConfig parse_model_config(const json& whole, const std::filesystem::path& s
 
   // Qwen3's config class defaults head_dim to 128; the others derive it.
   const int64_t derived = c.hidden_size / c.num_attention_heads;
-  c.head_dim = k.integer_or("head_dim", c.family == Family::Qwen3 ? 128 : derived);
+  c.head_dim = k.size_or("head_dim", c.family == Family::Qwen3 ? 128 : derived, kMaxHeadDim);
   E3_REQUIRE(c.head_dim > 0 && c.num_key_value_heads > 0, ErrorKind::Model,
              "{}: head_dim and num_key_value_heads must be positive", where);
   E3_REQUIRE(c.num_attention_heads % c.num_key_value_heads == 0, ErrorKind::Model,
@@ -429,30 +494,94 @@ ModelConfig parse_model_config(const json& whole, const std::filesystem::path& s
   }
   if (c.family == Family::Qwen3Moe || c.is_mla()) c.moe = parse_moe(doc, k, c.family, c.num_hidden_layers);
   c.quant = parse_quant(doc, whole, where);
+  check_total_size(c, where);
+  // The parser bounds the nesting, so this recursive dump stays shallow.
   c.fingerprint = Fnv1a().update(whole.dump()).hex();
   return c;
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const json& whole, const std::filesystem::path& source) {
+  try {
+    return parse_config(whole, source);
+  } catch (const json::exception& e) {
+    // A value of a type the checks above did not expect: still a model error naming the file.
+    E3_THROW(ErrorKind::Model, "{}: {}", source.string(), kernels::clip(e.what(), 200));
+  }
 }
 
 ModelConfig load_model_config(const std::filesystem::path& model_dir) {
   return load_model_config_file(model_dir / "config.json");
 }
 
-json read_json_file(const std::filesystem::path& path, ErrorKind kind, std::string_view prefix, std::string_view hint) {
-  std::ifstream in(path);
-  E3_REQUIRE(in.good(), kind, "{}cannot read {}{}", prefix, path.string(), hint);
-  std::stringstream text;
-  text << in.rdbuf();
-  try {
-    return json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    E3_THROW(kind, "{}: invalid JSON: {}", path.string(), e.what());
-  }
-}
-
 ModelConfig load_model_config_file(const std::filesystem::path& path) {
   const json doc =
       read_json_file(path, ErrorKind::Model, "", " (is --model a HuggingFace checkpoint directory?)");
   return parse_model_config(doc, path);
+}
+
+namespace {
+
+// "layers 0 to 7" as the checkpoint's tensor names show them, for messages.
+std::string layers_held(const Checkpoint& ckpt, const std::string& prefix) {
+  const std::string head = prefix + "model.layers.";
+  int64_t count = 0;
+  for (const std::string& name : ckpt.names()) {
+    if (name.compare(0, head.size(), head) != 0) continue;
+    int64_t layer = 0;
+    size_t i = head.size();
+    for (; i < name.size() && name[i] >= '0' && name[i] <= '9' && layer < kMaxLayers * 16; ++i)
+      layer = layer * 10 + (name[i] - '0');
+    if (i > head.size()) count = std::max(count, layer + 1);
+  }
+  return count > 0 ? fmt::format("it holds layers 0 to {}", count - 1) : "it holds no model.layers.* tensors";
+}
+
+}  // namespace
+
+void check_config_against_checkpoint(const ModelConfig& c, const Checkpoint& ckpt) {
+  const std::string where = c.source.string();
+  const std::string& p = c.tensor_prefix;
+  auto file_of = [&](const std::string& name) { return ckpt.file_of(name).path().string(); };
+
+  const std::string embed = p + "model.embed_tokens.weight";
+  const TensorInfo& e = ckpt.require(embed);
+  E3_REQUIRE(e.shape.size() == 2 && e.shape[1] == c.hidden_size, ErrorKind::Model,
+             "{}: hidden_size is {}, but '{}' in {} has shape {} ([vocab_size, hidden_size])", where, c.hidden_size,
+             embed, file_of(embed), e.shape_str());
+  E3_REQUIRE(e.shape[0] == c.vocab_size, ErrorKind::Model,
+             "{}: vocab_size is {}, but '{}' in {} has shape {} ([vocab_size, hidden_size])", where, c.vocab_size,
+             embed, file_of(embed), e.shape_str());
+
+  const std::string last = p + fmt::format("model.layers.{}.input_layernorm.weight", c.num_hidden_layers - 1);
+  E3_REQUIRE(ckpt.contains(last), ErrorKind::Model, "{}: num_hidden_layers is {}, but the checkpoint has no '{}' ({})",
+             where, c.num_hidden_layers, last, layers_held(ckpt, p));
+
+  const auto& moe_layer = c.moe.layer_is_moe;
+  auto is_moe = [&](int64_t l) { return c.moe.num_experts > 0 && moe_layer[static_cast<size_t>(l)]; };
+  // Stored dense or FP8, a down projection has its logical shape; INT4 ones are checked by the loader.
+  auto check_down = [&](const std::string& name, int64_t inner, const char* key) {
+    if (!ckpt.contains(name)) return;
+    const TensorInfo& t = ckpt.require(name);
+    E3_REQUIRE(t.shape == std::vector<int64_t>({c.hidden_size, inner}), ErrorKind::Model,
+               "{}: {} is {}, but '{}' in {} has shape {} ([hidden_size, {}])", where, key, inner, name, file_of(name),
+               t.shape_str(), key);
+  };
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    if (is_moe(l)) continue;
+    check_down(p + fmt::format("model.layers.{}.mlp.down_proj.weight", l), c.intermediate_size, "intermediate_size");
+    break;
+  }
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    if (!is_moe(l)) continue;
+    const char* key = c.family == Family::Qwen3Moe ? "num_experts" : "n_routed_experts";
+    const std::string base = p + fmt::format("model.layers.{}.mlp.experts.{}.down_proj", l, c.moe.num_experts - 1);
+    E3_REQUIRE(ckpt.contains(base + ".weight") || ckpt.contains(base + ".weight_packed"), ErrorKind::Model,
+               "{}: {} is {}, but the checkpoint has no '{}.weight'", where, key, c.moe.num_experts, base);
+    check_down(base + ".weight", c.moe.moe_intermediate_size, "moe_intermediate_size");
+    break;
+  }
 }
 
 void check_tensor_parallel(const ModelConfig& c, int tp) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "kernels/error.h"
+#include "kernels/json_read.h"
 
 namespace e3::model {
 
@@ -113,12 +114,16 @@ struct ModelConfig {
 ModelConfig load_model_config(const std::filesystem::path& model_dir);
 // The same from a config file by its own path (the benchmark's shapes).
 ModelConfig load_model_config_file(const std::filesystem::path& path);
-// The JSON document in `path`. A file that cannot be read or parsed is an error of `kind`
-// naming it: "<prefix>cannot read PATH<hint>" or "PATH: invalid JSON: ...".
-nlohmann::json read_json_file(const std::filesystem::path& path, ErrorKind kind, std::string_view prefix,
-                              std::string_view hint);
+// The JSON document in `path`, bounded and refusing non-regular files (kernels/json_read.h).
+using kernels::read_json_file;
 // The same from an already parsed document; `source` is used in error messages.
 ModelConfig parse_model_config(const nlohmann::json& doc, const std::filesystem::path& source);
+
+class Checkpoint;
+// Checks the config's sizes against the checkpoint's tensors (embeddings, last layer, the first
+// dense MLP and the first MoE layer's last expert) before anything is sized from them; throws a
+// model error naming the key, the tensor and its shape.
+void check_config_against_checkpoint(const ModelConfig& c, const Checkpoint& ckpt);
 
 // Checks that the model splits over `tp` ranks; throws a model error naming the dimension.
 void check_tensor_parallel(const ModelConfig& c, int tp);

@@ -161,6 +161,7 @@ std::unique_ptr<Model> load_model(const ModelConfig& config, const Checkpoint& c
   E3_REQUIRE(comm.size() == options.tp_size && comm.rank() == options.tp_rank, ErrorKind::Internal,
              "communicator {}/{} does not match TP {}/{}", comm.rank(), comm.size(), options.tp_rank,
              options.tp_size);
+  check_config_against_checkpoint(config, ckpt);
   return std::make_unique<DecoderModel>(config, &ckpt, backend, &comm, options);
 }
 

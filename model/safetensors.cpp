@@ -1,15 +1,12 @@
 #include "model/safetensors.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <utility>
 
 #include <fmt/format.h>
@@ -18,6 +15,7 @@
 
 #include "kernels/error.h"
 #include "kernels/hash.h"
+#include "kernels/json_read.h"
 
 namespace e3::model {
 namespace {
@@ -35,7 +33,7 @@ StDType parse_dtype(const std::string& s, const std::string& where) {
       {"BOOL", StDType::BOOL},   {"F8_E4M3", StDType::F8_E4M3}, {"F8_E5M2", StDType::F8_E5M2}};
   for (const auto& [name, t] : table)
     if (s == name) return t;
-  E3_THROW(ErrorKind::Model, "{}: unknown dtype '{}'", where, s);
+  E3_THROW(ErrorKind::Model, "{}: unknown dtype '{}'", where, kernels::clip(s));
 }
 
 }  // namespace
@@ -77,26 +75,16 @@ int64_t TensorInfo::numel() const {
 }
 
 MappedFile::MappedFile(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  E3_REQUIRE(fd >= 0, ErrorKind::Model, "cannot open {}: {}", path.string(), std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    E3_THROW(ErrorKind::Model, "cannot stat {}: {}", path.string(), std::strerror(err));
-  }
-  size_ = static_cast<uint64_t>(st.st_size);
+  // A FIFO or device is refused here, not mapped or waited on.
+  const kernels::RegularFile file(path, ErrorKind::Model);
+  size_ = file.size();
   if (size_ > 0) {
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    const int err = errno;
-    ::close(fd);
-    E3_REQUIRE(p != MAP_FAILED, ErrorKind::Model, "cannot map {}: {}", path.string(), std::strerror(err));
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+    E3_REQUIRE(p != MAP_FAILED, ErrorKind::Model, "cannot map {}: {}", path.string(), std::strerror(errno));
     data_ = static_cast<const uint8_t*>(p);
     // A rank reads a scattered subset (its TP slices, its experts): readahead would pull
     // other ranks' bytes from disk. will_need() asks for exactly what is read.
     ::madvise(p, size_, MADV_RANDOM);
-  } else {
-    ::close(fd);
   }
 }
 
@@ -147,19 +135,23 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
   data_start_ = 8 + header_len;
   const uint64_t data_len = map_.size() - data_start_;
 
-  json header;
-  try {
-    header = json::parse(reinterpret_cast<const char*>(map_.data()) + 8,
-                         reinterpret_cast<const char*>(map_.data()) + data_start_);
-  } catch (const json::parse_error& e) {
-    E3_THROW(ErrorKind::Model, "{}: malformed header: {}", where, e.what());
-  }
+  const json header = kernels::parse_json(
+      std::string_view(reinterpret_cast<const char*>(map_.data()) + 8, header_len), ErrorKind::Model, where,
+      "malformed header");
   E3_REQUIRE(header.is_object(), ErrorKind::Model, "{}: header is not a JSON object", where);
+  try {
+    read_entries(header, data_len);
+  } catch (const json::exception& e) {
+    E3_THROW(ErrorKind::Model, "{}: malformed header: {}", where, kernels::clip(e.what(), 200));
+  }
+}
 
+void SafetensorsFile::read_entries(const json& header, uint64_t data_len) {
+  const std::string where = path_.string();
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
-    const std::string what = fmt::format("{}: tensor '{}'", where, name);
+    const std::string what = fmt::format("{}: tensor '{}'", where, kernels::clip(name));
     E3_REQUIRE(entry.is_object() && entry.contains("dtype") && entry["dtype"].is_string() &&
                    entry.contains("shape") && entry["shape"].is_array() && entry.contains("data_offsets") &&
                    entry["data_offsets"].is_array() && entry["data_offsets"].size() == 2,
@@ -169,11 +161,12 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
     t.dtype = parse_dtype(entry["dtype"].get<std::string>(), what);
     uint64_t elements = 1;
     for (const json& d : entry["shape"]) {
-      E3_REQUIRE(d.is_number_unsigned() || (d.is_number_integer() && d.get<int64_t>() >= 0), ErrorKind::Model,
-                 "{}: bad dimension {}", what, d.dump());
+      // Unsigned past INT64_MAX would turn negative as a dimension.
+      E3_REQUIRE(d.is_number_unsigned() && d.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX), ErrorKind::Model,
+                 "{}: bad dimension {}", what, kernels::json_excerpt(d));
       t.shape.push_back(d.get<int64_t>());
       E3_REQUIRE(!__builtin_mul_overflow(elements, static_cast<uint64_t>(t.shape.back()), &elements),
-                 ErrorKind::Model, "{}: shape {} is too large", what, entry["shape"].dump());
+                 ErrorKind::Model, "{}: shape {} is too large", what, kernels::json_excerpt(entry["shape"]));
     }
     const json& off = entry["data_offsets"];
     E3_REQUIRE(off[0].is_number_unsigned() && off[1].is_number_unsigned(), ErrorKind::Model,
@@ -207,32 +200,31 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
   const auto index_path = dir / "model.safetensors.index.json";
   const auto single_path = dir / "model.safetensors";
   if (std::filesystem::exists(index_path)) {
-    std::ifstream in(index_path);
-    std::stringstream text;
-    text << in.rdbuf();
-    json index;
-    try {
-      index = json::parse(text.str());
-    } catch (const json::parse_error& e) {
-      E3_THROW(ErrorKind::Model, "{}: invalid JSON: {}", index_path.string(), e.what());
-    }
+    const json index = kernels::read_json_file(index_path, ErrorKind::Model);
     E3_REQUIRE(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(),
                ErrorKind::Model, "{}: no weight_map object", index_path.string());
     std::map<std::string, size_t> file_ids;
     for (const auto& [name, file] : index["weight_map"].items()) {
       E3_REQUIRE(file.is_string(), ErrorKind::Model, "{}: weight_map['{}'] is not a file name",
-                 index_path.string(), name);
+                 index_path.string(), kernels::clip(name));
       const std::string fname = file.get<std::string>();
+      // The name, not where it resolves, is checked: a shard may be a symlink (the HF hub cache
+      // links snapshots/<rev>/*.safetensors to ../../blobs/<hash>), but the index may not reach
+      // outside the directory itself.
+      E3_REQUIRE(kernels::is_plain_file_name(fname), ErrorKind::Model,
+                 "{}: weight_map['{}'] is '{}', not a file name in the model directory (no '/' or '..')",
+                 index_path.string(), kernels::clip(name), kernels::clip(fname));
       auto it = file_ids.find(fname);
       if (it == file_ids.end()) {
         const auto shard = dir / fname;
         E3_REQUIRE(std::filesystem::exists(shard), ErrorKind::Model,
-                   "{}: shard '{}' (holding tensor '{}') does not exist", index_path.string(), fname, name);
+                   "{}: shard '{}' (holding tensor '{}') does not exist", index_path.string(), kernels::clip(fname),
+                   kernels::clip(name));
         files_.push_back(std::make_unique<SafetensorsFile>(shard));
         it = file_ids.emplace(fname, files_.size() - 1).first;
       }
       E3_REQUIRE(files_[it->second]->find(name), ErrorKind::Model,
-                 "{}: tensor '{}' is listed in the index but missing from {}", index_path.string(), name,
+                 "{}: tensor '{}' is listed in the index but missing from {}", index_path.string(), kernels::clip(name),
                  files_[it->second]->path().string());
       owner_[name] = it->second;
     }

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace e3::model {
 
 enum class StDType { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL, F8_E4M3, F8_E5M2 };
@@ -62,6 +64,8 @@ class SafetensorsFile {
   const MappedFile& map() const { return map_; }
 
  private:
+  void read_entries(const nlohmann::json& header, uint64_t data_len);
+
   std::filesystem::path path_;
   MappedFile map_;
   uint64_t data_start_ = 0;

@@ -61,7 +61,24 @@ kernels::Tensor WeightLoader::allocate(int64_t rows, int64_t cols, bool fp32) {
   return store_.add(std::move(buffer), dtype, rows, cols);
 }
 
+void WeightLoader::check_stored_shape(const WeightSpec& spec) const {
+  if (!ckpt_) return;
+  const std::string name = prefix_ + spec.name;
+  constexpr std::string_view kSuffix = ".weight";
+  if (spec.shape.size() == 2 && name.size() > kSuffix.size() && name.ends_with(kSuffix) && !ckpt_->contains(name)) {
+    const std::string base = name.substr(0, name.size() - kSuffix.size());
+    if (ckpt_->contains(base + ".weight_packed")) {
+      find_int4(spec.shape, base);
+      return;
+    }
+  }
+  const TensorInfo& info = ckpt_->require(name);
+  E3_REQUIRE(info.shape == spec.shape, ErrorKind::Model, "tensor '{}' in {} has shape {}, expected [{}]", name,
+             ckpt_->file_of(name).path().string(), info.shape_str(), fmt::join(spec.shape, ", "));
+}
+
 kernels::Tensor WeightLoader::load(const WeightSpec& spec) {
+  check_stored_shape(spec);
   kernels::Tensor t = allocate(spec.slice_rows(), spec.slice_cols(), spec.keep_fp32);
   load_into(spec, t);
   return t;
@@ -273,6 +290,7 @@ LinearWeight WeightLoader::load_linear(const std::vector<WeightSpec>& parts) {
     for (const WeightSpec& p : parts) w.parts.push_back(load_fp8_slice(p));
     return w;
   }
+  for (const WeightSpec& p : parts) check_stored_shape(p);
   w.dense = allocate(w.rows, w.cols);
   int64_t row = 0;
   for (const WeightSpec& p : parts) {
@@ -348,6 +366,7 @@ kernels::QuantStack WeightLoader::load_quantized(const std::vector<std::string>&
     } else if (!ckpt_->contains(first) && ckpt_->contains(base_of(names.front()) + ".weight_packed")) {
       stack.format = Format::Int4Group;
       stack.scale_type = kernels::ScaleType::BF16;
+      find_int4(shape, base_of(names.front()));  // the shape, before allocating for it
     } else {
       return {};
     }

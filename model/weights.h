@@ -109,6 +109,9 @@ class WeightLoader {
   StoredFp8 find_fp8(const std::vector<int64_t>& shape, const std::string& name, const std::string& base) const;
   StoredInt4 find_int4(const std::vector<int64_t>& shape, const std::string& base) const;
   bool stored_fp8(const WeightSpec& spec) const;
+  // The checkpoint holds spec's weight with spec.shape (dense, FP8 or INT4); checked before
+  // allocating for it, so a config with a wrong size fails on the shape, not on memory.
+  void check_stored_shape(const WeightSpec& spec) const;
   // Backend memory for the stack's bytes and scales, owned by the store; random values when
   // the loader fills weights at random.
   void allocate_quantized(kernels::QuantStack& stack);

@@ -334,3 +334,25 @@ TEST(FirstNonfinite, FindsTheFirstNanOrInfinityInEachFloatType) {
 }
 
 }  // namespace
+
+// A safetensors header may have any length, so a tensor's data can start at an odd address.
+// Conversions must read (and write) such buffers element by element as if they were aligned;
+// built with -fsanitize=alignment, a typed load of a misaligned uint16_t would be reported.
+TEST(DtypeConvert, MisalignedBuffersConvertLikeAlignedOnes) {
+  std::vector<float> values(1027);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 97) * 0.5f - 17.0f;
+  values[1001] = std::numeric_limits<float>::infinity();
+  for (DType t : {DType::BF16, DType::F16, DType::F32}) {
+    SCOPED_TRACE(dtype_name(t));
+    const size_t bytes = values.size() * dtype_size(t);
+    std::vector<unsigned char> aligned(bytes), storage(bytes + 16);
+    unsigned char* odd = storage.data() + (reinterpret_cast<uintptr_t>(storage.data()) % 2 == 0 ? 1 : 0);
+    convert_from_float(values.data(), t, aligned.data(), values.size());
+    convert_from_float(values.data(), t, odd, values.size());
+    EXPECT_EQ(std::memcmp(odd, aligned.data(), bytes), 0);
+    std::vector<float> back(values.size());
+    convert_to_float(odd, t, back.data(), back.size());
+    EXPECT_EQ(back, values);
+    EXPECT_EQ(first_nonfinite(odd, t, values.size()), 1001u);
+  }
+}

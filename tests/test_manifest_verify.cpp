@@ -1,6 +1,12 @@
 // manifest.json and `verify`: a directory built with the real writers must verify, and each
 // kind of damage must be reported as a verify error that names what is wrong.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
 
 #include <cmath>
 #include <filesystem>
@@ -136,6 +142,68 @@ TEST(ManifestJson, RejectsForeignOrBrokenManifests) {
   j = e3::io::to_json(make_manifest());
   j["complete"] = "yes";
   expect_output_error(j.dump(), "complete");
+}
+
+// Read with the JSON of the manifest, on disk: each case must be an output error (exit 5) that
+// names the manifest, never an exception of the JSON library (exit 1) or a crash.
+void expect_manifest_error(const std::string& text, const std::string& part) {
+  e3::test::TempDir dir;
+  e3::test::write_text(dir / "manifest.json", text);
+  const auto err = e3::test::error_of([&] { e3::io::read_manifest(dir.path()); });
+  ASSERT_TRUE(err.has_value()) << "accepted: " << text.substr(0, 200);
+  EXPECT_EQ(err->kind(), ErrorKind::Output) << err->what();
+  EXPECT_HAS(std::string(err->what()), (dir / "manifest.json").string());
+  EXPECT_HAS(std::string(err->what()), part);
+}
+
+TEST(ManifestJson, ShardFileNamesMustStayInTheDirectory) {
+  for (const std::string& name : {std::string("../victim.h5"), std::string("/etc/passwd"), std::string(""),
+                                  std::string("sub/shard-000000.h5"), std::string(".."), std::string(".")}) {
+    SCOPED_TRACE(name);
+    nlohmann::json j = e3::io::to_json(make_manifest());
+    j["shards"][1]["file"] = name;
+    expect_manifest_error(j.dump(), fmt::format("shard entry 1 has \"file\": \"{}\", which is not a file name", name));
+  }
+  nlohmann::json j = e3::io::to_json(make_manifest());
+  j["shards"][0]["file"] = std::string("shard\0.h5", 8);
+  expect_manifest_error(j.dump(), "shard entry 0 has");
+}
+
+TEST(ManifestJson, HostileJsonIsAnOutputError) {
+  nlohmann::json j = e3::io::to_json(make_manifest());
+  std::string text = j.dump();
+  const std::string key = "\"num_samples\":5";
+  ASSERT_NE(text.find(key), std::string::npos);
+  text.replace(text.find(key), key.size(), "\"num_samples\":1e400");
+  expect_manifest_error(text, "num_samples");
+
+  j = e3::io::to_json(make_manifest());
+  j["part_index"] = "zero";  // read with a default: the library's type error before
+  expect_manifest_error(j.dump(), "part_index");
+
+  text = e3::io::to_json(make_manifest()).dump();
+  text.insert(1, "\"deep\": " + std::string(100000, '[') + std::string(100000, ']') + ", ");
+  expect_manifest_error(text, "nested deeper than 64 levels");
+}
+
+TEST(ManifestJson, FifoManifestIsRefusedWithoutBlocking) {
+  e3::test::TempDir dir;
+  const auto fifo = dir / "manifest.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto result = std::async(std::launch::async,
+                           [&] { return e3::test::error_of([&] { e3::io::read_manifest_file(fifo); }); });
+  if (result.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+    ADD_FAILURE() << "blocked on the FIFO";
+    // Opening the write end releases a reader stuck in open(), so that the test ends.
+    while (result.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+      const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  const auto err = result.get();
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->kind(), ErrorKind::Output);
+  EXPECT_HAS(std::string(err->what()), "a FIFO, not a regular file");
 }
 
 TEST(ManifestFingerprint, EqualFingerprintsHaveNoDifferences) {

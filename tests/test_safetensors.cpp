@@ -449,3 +449,134 @@ TEST_F(WeightLoaderTest, WithoutCheckpointOnlyAllocates) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Hostile headers and index files
+
+TEST(SafetensorsHostile, HeaderNestedWithoutEndIsRefusedWhileParsing) {
+  TempDir dir;
+  const auto path = dir / "m.safetensors";
+  const std::string deep = std::string(100000, '[') + "1" + std::string(100000, ']');
+  write_with_header(path, R"({"w":{"dtype":"F32","shape":)" + deep + R"(,"data_offsets":[0,4]}})", 4);
+  expect_bad_file(path, "nested deeper than 64 levels");
+  expect_bad_file(path, "w.shape[0]");
+}
+
+TEST(SafetensorsHostile, NumberOverflowInMetadataNamesFileAndKey) {
+  TempDir dir;
+  const auto path = dir / "m.safetensors";
+  write_with_header(path, R"({"__metadata__":{"format":"pt","scale":1e400},)" +
+                              shape_header("w", "F32", "[1]", 0, 4).substr(1), 4);
+  expect_bad_file(path, "__metadata__.scale");
+}
+
+TEST(SafetensorsHostile, HugeStringsAreClippedInMessages) {
+  TempDir dir;
+  const auto path = dir / "m.safetensors";
+  write_with_header(path, shape_header("w", std::string(1 << 20, 'F'), "[1]", 0, 4), 4);
+  auto err = error_of([&] { SafetensorsFile file(path); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_TRUE(Contains(err->what(), "unknown dtype 'FFFF"));
+  EXPECT_LT(std::string(err->what()).size(), 1000u);
+
+  write_with_header(path, shape_header(std::string(1 << 20, 'w'), "F32", "[1]", 0, 8), 8);
+  err = error_of([&] { SafetensorsFile file(path); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_TRUE(Contains(err->what(), "tensor 'wwww"));
+  EXPECT_LT(std::string(err->what()).size(), 1000u);
+}
+
+TEST(SafetensorsHostile, DimensionPastInt64IsRefused) {
+  TempDir dir;
+  const auto path = dir / "m.safetensors";
+  // As int64 this is -1: with a zero beside it the byte count would still be 0.
+  write_with_header(path, shape_header("w", "F32", "[0,18446744073709551615]", 0, 0), 0);
+  expect_bad_file(path, "bad dimension 18446744073709551615");
+}
+
+TEST(SafetensorsHostile, OddHeaderLengthGivesMisalignedDataThatStillLoads) {
+  TempDir dir;
+  const std::vector<float> values = {0.5f, -1.25f, 3.0f, -7.5f, 1024.0f, 0.0078125f};
+  std::string header = shape_header("w", "BF16", "[2,3]", 0, 12);
+  header += std::string(header.size() % 2 == 0 ? 1 : 0, ' ');  // odd: the data starts at an odd offset
+  write_raw_safetensors(dir / "model.safetensors", header.size(), header, bf16_bytes(values));
+  const Checkpoint ckpt(dir.path());
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(ckpt.file_of("w").data(ckpt.require("w"))) % 2, 1u);
+  auto backend = e3::kernels::make_cpu_backend(1);
+  WeightStore store;
+  WeightLoader loader(&ckpt, *backend, store);
+  const e3::kernels::Tensor t = loader.load(WeightSpec::replicated("w", {2, 3}));
+  std::vector<float> out(6);
+  backend->download_float(t, out.data());
+  EXPECT_EQ(out, values);
+}
+
+// Expects opening the checkpoint in `dir` to fail with a model error naming the index and `part`.
+void expect_bad_index(const TempDir& dir, const std::string& part) {
+  auto err = error_of([&] { Checkpoint ckpt(dir.path()); });
+  ASSERT_TRUE(err.has_value()) << "the checkpoint opened";
+  EXPECT_EQ(err->kind(), ErrorKind::Model);
+  EXPECT_TRUE(Contains(err->what(), (dir / "model.safetensors.index.json").string()));
+  EXPECT_TRUE(Contains(err->what(), part));
+}
+
+TEST(SafetensorsHostile, NumberOverflowInIndexNamesFileAndKey) {
+  TempDir dir;
+  write_safetensors(dir / "shard.safetensors", {{"a", "F32", {1}, f32_bytes({1})}});
+  write_text(dir / "model.safetensors.index.json",
+             R"({"metadata": {"total_size": 1e400}, "weight_map": {"a": "shard.safetensors"}})");
+  expect_bad_index(dir, "metadata.total_size");
+}
+
+TEST(SafetensorsHostile, IndexEntriesOutsideTheDirectoryAreRefused) {
+  TempDir outside;
+  write_safetensors(outside / "elsewhere.safetensors", {{"a", "F32", {1}, f32_bytes({1})}});
+  TempDir dir;
+  std::filesystem::create_directory(dir / "sub");
+  write_safetensors(dir / "sub" / "shard.safetensors", {{"a", "F32", {1}, f32_bytes({1})}});
+  const std::string relative = "../" + outside.path().filename().string() + "/elsewhere.safetensors";
+  ASSERT_TRUE(std::filesystem::exists(dir / relative));
+  for (const std::string& name : {relative, (outside / "elsewhere.safetensors").string(),
+                                  std::string("sub/shard.safetensors"), std::string(".."), std::string("")}) {
+    SCOPED_TRACE(name);
+    write_text(dir / "model.safetensors.index.json", "{\"weight_map\": {\"a\": \"" + name + "\"}}");
+    expect_bad_index(dir, "weight_map['a'] is '" + name + "', not a file name in the model directory");
+  }
+}
+
+// The HF hub cache: snapshots/<rev>/ holds relative symlinks into ../../blobs/. The index names
+// plain files; that they resolve elsewhere is fine.
+TEST(SafetensorsHostile, HubCacheLayoutWithSymlinkedShardsLoads) {
+  TempDir hub;
+  const auto src = e3::test::golden_case("tiny_llama_default");
+  const auto blobs = hub / "blobs";
+  const auto snap = hub / "snapshots" / "0123abcd";
+  std::filesystem::create_directories(blobs);
+  std::filesystem::create_directories(snap);
+  std::filesystem::copy_file(src / "config.json", blobs / "c0ffee01");
+  std::filesystem::copy_file(src / "model.safetensors", blobs / "c0ffee02");
+  std::string map;
+  for (const std::string& name : Checkpoint(src).names())
+    map += (map.empty() ? "\"" : ", \"") + name + "\": \"model-00001-of-00001.safetensors\"";
+  write_text(blobs / "c0ffee03", "{\"weight_map\": {" + map + "}}");
+  std::filesystem::create_symlink("../../blobs/c0ffee01", snap / "config.json");
+  std::filesystem::create_symlink("../../blobs/c0ffee02", snap / "model-00001-of-00001.safetensors");
+  std::filesystem::create_symlink("../../blobs/c0ffee03", snap / "model.safetensors.index.json");
+
+  const e3::model::ModelConfig cfg = e3::model::load_model_config(snap);
+  const Checkpoint ckpt(snap);
+  EXPECT_EQ(ckpt.file_of("model.embed_tokens.weight").path(), snap / "model-00001-of-00001.safetensors");
+  EXPECT_EQ(ckpt.fingerprint(), Checkpoint(src).fingerprint());
+  auto backend = e3::kernels::make_cpu_backend(1);
+  WeightStore store;
+  WeightLoader loader(&ckpt, *backend, store);
+  const e3::kernels::Tensor t =
+      loader.load(WeightSpec::replicated("model.embed_tokens.weight", {cfg.vocab_size, cfg.hidden_size}));
+  std::vector<float> loaded(static_cast<size_t>(t.numel())), direct(loaded.size());
+  backend->download_float(t, loaded.data());
+  const Checkpoint original(src);
+  e3::kernels::convert_to_float(original.file_of("model.embed_tokens.weight").data(original.require("model.embed_tokens.weight")),
+                                e3::kernels::DType::BF16, direct.data(), direct.size());
+  ASSERT_EQ(original.require("model.embed_tokens.weight").dtype, StDType::BF16);
+  EXPECT_EQ(loaded, direct);
+}

@@ -97,6 +97,10 @@ bool unsupported_lock(int err) { return err == ENOLCK || err == EOPNOTSUPP || er
 std::optional<std::string> stale_reason(const LockHolder& holder, const LockHolder& self) {
   if (!holder.slurm_job_id.empty() && holder.slurm_job_id == self.slurm_job_id)
     return fmt::format("it names this Slurm job {} (requeued)", self.slurm_job_id);
+  // This process is asking for the lock, so a file naming it is from an earlier process that
+  // had the same pid (pids repeat across container restarts).
+  if (!holder.host.empty() && holder.host == self.host && holder.pid == self.pid)
+    return fmt::format("it names this process ({} on {}), which does not hold it", holder.pid, holder.host);
   if (!holder.host.empty() && holder.host == self.host && holder.pid > 0 &&
       ::kill(static_cast<pid_t>(holder.pid), 0) != 0 && errno == ESRCH)
     return fmt::format("process {} is gone from {}", holder.pid, holder.host);
@@ -189,6 +193,12 @@ DirLock DirLock::acquire(const fs::path& dir, const std::string& name, const Loc
           continue;
         }
         DirLock lock(file, fd, true);
+        if (!created) {
+          const LockHolder earlier = parse_holder(read_all(fd));
+          if (earlier.pid != 0)
+            spdlog::info("{}: taking over the lock file of a job that ended without removing it ({})", file.string(),
+                         earlier.describe());
+        }
         write_holder(fd, file, options.self);
         return lock;
       }

@@ -125,6 +125,14 @@ TEST(DirLockExclusiveFile, StaleWhenItsProcessIsGoneFromThisHost) {
   EXPECT_FALSE(fs::exists(dir / ".lock"));
 }
 
+TEST(DirLockExclusiveFile, StaleWhenItNamesThisVeryProcess) {
+  // Left by an earlier process with the same pid on this host (a restarted container).
+  e3::test::TempDir dir;
+  const long pid = static_cast<long>(::getpid());  // alive: only the "it is us" rule makes it stale
+  write_holder_file(dir / ".lock", {"box", pid, ""});
+  EXPECT_NO_THROW(DirLock::acquire(dir.path(), ".lock", exclusive("box", pid)));
+}
+
 TEST(DirLockExclusiveFile, StaleWhenItNamesThisSlurmJob) {
   e3::test::TempDir dir;
   const LockHolder me = LockHolder::this_process();

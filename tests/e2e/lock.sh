@@ -12,6 +12,9 @@ done > "$work/data.jsonl"
 args=(--model "$model" --data "$work/data.jsonl" --tp 2 --samples-per-shard 20 --max-tokens-per-step 64
       --max-seq-len 64 --layers 1,4,7 --dtype fp32)
 
+launcher=""
+# A failing check must not leave paused ranks behind: those of a launcher still running.
+trap '[ -n "$launcher" ] && kill -0 "$launcher" 2> /dev/null && pkill -KILL -P "$launcher"; true' EXIT
 no_lock_left() {  # no_lock_left DIR WHAT
   if compgen -G "$1/.lock*" > /dev/null; then ls -la "$1"; fail "$2: a lock file was left in $1"; fi
 }
@@ -28,7 +31,7 @@ start() {
     sleep 0.05
   done
   grep -q "info: plan:" "$work/$name.log" || { cat "$work/$name.log"; fail "$name logged no plan"; }
-  ranks=$(pgrep -f "^$E3_BIN .*--out $out( |$)" || true)
+  ranks=$(pgrep -P "$launcher" -f "^$E3_BIN " || true)  # this launcher's ranks, no one else's
   [ -n "$ranks" ] || fail "no rank of $name found"
   holder=$(grep "\[r0/2 " "$work/$name.log" | grep -o "up: host [^ ]* pid [0-9]*" | head -1)
   holder_host=$(echo "$holder" | cut -d' ' -f3)

@@ -24,9 +24,17 @@ std::string resolve_backend(const std::string& requested) {
   return gpus > 0 ? "cuda" : "cpu";
 }
 
-std::unique_ptr<kernels::Backend> make_backend(const RunConfig& rc, const parallel::Grid& grid) {
+void check_backend_options(const RunConfig& rc) {
   E3_REQUIRE(rc.expert_dequant == "scratch" || rc.expert_dequant == "gemm", ErrorKind::Usage,
              "--expert-dequant must be scratch or gemm, not '{}'", rc.expert_dequant);
+  E3_REQUIRE(rc.comm == "auto" || rc.comm == "nccl" || rc.comm == "mpi", ErrorKind::Usage,
+             "--comm must be auto, nccl or mpi, not '{}'", rc.comm);
+  E3_REQUIRE(rc.comm != "nccl" || resolve_backend(rc.backend) == "cuda", ErrorKind::Usage,
+             "--comm nccl needs the CUDA backend");
+}
+
+std::unique_ptr<kernels::Backend> make_backend(const RunConfig& rc, const parallel::Grid& grid) {
+  check_backend_options(rc);
   if (resolve_backend(rc.backend) == "cuda") {
     auto be = kernels::make_cuda_backend(grid.local_rank() % kernels::cuda_device_count());
     be->set_quantized_experts_in_gemm(rc.expert_dequant == "gemm");

@@ -6,6 +6,7 @@
 #include <exception>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -204,6 +205,24 @@ InjectedFault injected_fault() {
   return f;
 }
 
+// A rerun with every shard of this part committed: says so without loading anything, after
+// marking the manifest complete if the run that wrote the last shard could not.
+void finish_without_work(const RunConfig& rc, const OutputState& out_state, const WorkPlan& plan,
+                         io::Manifest& manifest, OutputClaim& claim) {
+  if (!out_state.manifest_current) {
+    manifest.complete = true;
+    io::write_manifest(rc.out_dir, manifest);
+    claim.keep();
+  }
+  int64_t nonfinite = 0;
+  for (const auto& s : out_state.committed) nonfinite += static_cast<int64_t>(s.skipped.size());
+  const auto too_long = static_cast<int64_t>(manifest.skipped.size());
+  spdlog::info("nothing to do: all {} shards committed in {} ({}), the model is not loaded; done: 0 samples computed "
+               "now, {} done before, {} skipped ({} over --max-seq-len, {} with non-finite states)",
+               plan.shards.size(), rc.out_dir.string(), rc.part.count > 1 ? "this part complete" : "complete",
+               plan.samples_committed - nonfinite, too_long + nonfinite, too_long, nonfinite);
+}
+
 }  // namespace
 
 int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
@@ -214,8 +233,10 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
   io::Dataset data;
   io::RunFingerprint fp;
   OutputState out_state;
+  std::optional<OutputClaim> claim;  // the leader's, until the job ends however it ends
 
-  // Phase 1: everything that can be wrong with the request, before any memory is committed.
+  // Phase 1: everything that can be wrong with the request, before any memory is committed
+  // and before anything is created in --out.
   agreed_phase(grid, [&] {
     E3_REQUIRE(rc.max_tokens_per_step >= rc.max_seq_len, ErrorKind::Usage,
                "--max-tokens-per-step {} is below --max-seq-len {}: a whole sample must fit one step",
@@ -224,6 +245,7 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
     layers = rc.layers ? *rc.layers : model::default_capture_ids(mc);
     model::validate_capture_ids(layers, mc.num_hidden_layers);
     model::check_tensor_parallel(mc, grid.tp_size());
+    check_backend_options(rc);
     ckpt = std::make_unique<model::Checkpoint>(rc.model_dir);
     model::check_config_against_checkpoint(mc, *ckpt);
     data = io::Dataset::open(rc.data_path, {mc.vocab_size, rc.max_seq_len, rc.on_long});
@@ -235,8 +257,13 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
     fp.on_long = io::on_long_name(rc.on_long);
     fp.samples_per_shard = rc.samples_per_shard;
     fp.tool_version = E3_VERSION_STRING;
-    if (grid.is_leader())
-      out_state = prepare_output_dir(rc.out_dir, fp, data.shape_fingerprint(), rc.part, rc.resume_checksums);
+  });
+  // Only once every rank found the request sound: one job per directory (or part), and what
+  // an earlier run left there.
+  agreed_phase(grid, [&] {
+    if (!grid.is_leader()) return;
+    claim.emplace(OutputClaim::take(rc.out_dir, rc.part));
+    out_state = prepare_output_dir(rc.out_dir, fp, data.shape_fingerprint(), rc.part, rc.resume_checksums);
   });
 
   std::vector<int64_t> committed_idx;
@@ -285,7 +312,12 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
                  output_bytes / 1e9);
     manifest = manifest_skeleton(rc, fp, data, plan);
     manifest.shards = out_state.committed;
-    io::write_manifest(rc.out_dir, manifest);
+  }
+  if (shards_pending == 0) {  // known alike on every rank: the plan is the same everywhere
+    agreed_phase(grid, [&] {
+      if (grid.is_leader()) finish_without_work(rc, out_state, plan, manifest, *claim);
+    });
+    return 0;
   }
 
   // Phase 2: the backend and this rank's slice of the weights.
@@ -305,6 +337,12 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
     spdlog::info("ready on {}: {:.1f} MiB of weights{} loaded in {:.2f} s, workspace {:.1f} MiB",
                  backend->device_description(), model->weight_bytes() / 1048576.0, held,
                  std::chrono::duration<double>(Clock::now() - t0).count(), model->workspace_bytes() / 1048576.0);
+  });
+  // Every check has passed: from here on the directory holds this run.
+  agreed_phase(grid, [&] {
+    if (!grid.is_leader()) return;
+    io::write_manifest(rc.out_dir, manifest);
+    claim->keep();
   });
 
   Watchdog watchdog(*comm, rc.collective_timeout_s, grid.world_rank());

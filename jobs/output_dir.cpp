@@ -1,15 +1,18 @@
 #include "jobs/output_dir.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -20,26 +23,111 @@
 
 namespace e3::jobs {
 
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  return "not a plain file";
+}
+
+// The size of a plain file; nullopt when there is none of that name. Anything else under a
+// shard's name is refused without being read: lstat first, then an open that neither
+// follows a link nor waits (a FIFO would block a plain open until someone writes).
+std::optional<uint64_t> plain_file_size(const fs::path& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    E3_REQUIRE(errno == ENOENT, ErrorKind::Output, "cannot inspect {}: {}", path.string(), std::strerror(errno));
+    return std::nullopt;
+  }
+  const auto refuse = [&](mode_t mode) {
+    E3_THROW(ErrorKind::Output,
+             "{} is {}, not a shard: eagle3_extract writes its shards as plain files; move it out of --out or use "
+             "another --out",
+             path.string(), file_kind(mode));
+  };
+  if (!S_ISREG(st.st_mode)) refuse(st.st_mode);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  E3_REQUIRE(fd >= 0, ErrorKind::Output, "cannot open {}: {}", path.string(), std::strerror(errno));
+  const bool ok = ::fstat(fd, &st) == 0;
+  ::close(fd);
+  E3_REQUIRE(ok, ErrorKind::Output, "cannot inspect {}: {}", path.string(), std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) refuse(st.st_mode);
+  return static_cast<uint64_t>(st.st_size);
+}
+
+// Proves now, before any compute, that files can be created and written in `out`. The
+// probe is created exclusively and never through a link: a name left by an earlier process
+// with this pid (pids repeat in containers), or a link planted there, is unlinked, which
+// removes the name and never what a link points to.
+void prove_writable(const fs::path& out) {
+  const auto probe = out / fmt::format(".write-test.{}.{}", LockHolder::this_process().host, ::getpid());
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::open(probe.c_str(), kFlags, 0644);
+  if (fd < 0 && errno == EEXIST && ::unlink(probe.c_str()) == 0) fd = ::open(probe.c_str(), kFlags, 0644);
+  E3_REQUIRE(fd >= 0, ErrorKind::Output, "--out {} is not writable: {} (creating {})", out.string(),
+             std::strerror(errno), probe.string());
+  const bool wrote = ::write(fd, "ok\n", 3) == 3;
+  const int err = errno;
+  ::close(fd);
+  ::unlink(probe.c_str());
+  E3_REQUIRE(wrote, ErrorKind::Output, "--out {} is not writable: {}", out.string(), std::strerror(err));
+}
+
+}  // namespace
+
+OutputClaim::OutputClaim(std::vector<fs::path> created) : created_(std::move(created)) {}
+
+OutputClaim::OutputClaim(OutputClaim&& other) noexcept
+    : created_(std::exchange(other.created_, {})), lock_(std::move(other.lock_)), keep_(other.keep_) {
+  other.lock_.reset();
+}
+
+OutputClaim::~OutputClaim() {
+  lock_.reset();  // first: the lock file is the last thing a failed start left in the directory
+  if (keep_) return;
+  for (auto it = created_.rbegin(); it != created_.rend(); ++it) ::rmdir(it->c_str());  // only when empty
+}
+
+OutputClaim OutputClaim::take(const fs::path& out, const io::Part& part, const LockOptions& options) {
+  // The directories that do not exist yet, outermost first: these are what a failed start
+  // removes again.
+  fs::path p = out.lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  std::vector<fs::path> missing;
+  for (; !p.empty(); p = p.parent_path()) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) == 0) break;
+    missing.insert(missing.begin(), p);
+    if (p == p.parent_path()) break;
+  }
+  std::vector<fs::path> created;
+  for (const fs::path& dir : missing) {
+    if (::mkdir(dir.c_str(), 0777) == 0) {
+      created.push_back(dir);
+      continue;
+    }
+    if (errno == EEXIST) continue;  // another part of this directory made it just now
+    const int err = errno;
+    OutputClaim undo(std::move(created));
+    E3_THROW(ErrorKind::Output, "cannot create --out {}: {}", out.string(), std::strerror(err));
+  }
+  OutputClaim claim(std::move(created));
+  E3_REQUIRE(fs::is_directory(out), ErrorKind::Output, "--out {} is not a directory", out.string());
+  claim.lock_.emplace(DirLock::acquire(out, lock_file_name(part), options));
+  prove_writable(out);
+  return claim;
+}
+
 OutputState prepare_output_dir(const std::filesystem::path& out, const io::RunFingerprint& fp,
                                const std::string& data_fingerprint, const io::Part& part, bool check_checksums) {
-  namespace fs = std::filesystem;
   std::error_code ec;
-  fs::create_directories(out, ec);
-  E3_REQUIRE(!ec, ErrorKind::Output, "cannot create --out {}: {}", out.string(), ec.message());
   E3_REQUIRE(fs::is_directory(out), ErrorKind::Output, "--out {} is not a directory", out.string());
-  {
-    // Prove now, before any compute, that files can be created and written here.
-    char host[64] = {};
-    ::gethostname(host, sizeof host - 1);
-    const auto probe = out / fmt::format(".write-test.{}.{}", host, ::getpid());
-    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    E3_REQUIRE(fd >= 0, ErrorKind::Output, "--out {} is not writable: {}", out.string(), std::strerror(errno));
-    const bool wrote = ::write(fd, "ok\n", 3) == 3;
-    const int err = errno;
-    ::close(fd);
-    fs::remove(probe, ec);
-    E3_REQUIRE(wrote, ErrorKind::Output, "--out {} is not writable: {}", out.string(), std::strerror(err));
-  }
 
   // Every job writing into this directory must cut the dataset the same way.
   for (const auto& path : io::list_manifests(out)) {
@@ -58,7 +146,9 @@ OutputState prepare_output_dir(const std::filesystem::path& out, const io::RunFi
 
   OutputState state;
   std::map<int64_t, io::CommittedShard> by_index;
-  if (auto m = io::read_manifest(out, part)) {
+  const std::optional<io::Manifest> m = io::read_manifest(out, part);
+  size_t listed_kept = 0;
+  if (m) {
     const auto diffs = m->fingerprint.differences(fp);
     E3_REQUIRE(diffs.empty(), ErrorKind::Output,
                "refusing to resume into {}: it holds output of a run with other settings ({}); use another "
@@ -70,7 +160,8 @@ OutputState prepare_output_dir(const std::filesystem::path& out, const io::RunFi
                out.string(), m->data_path, data_fingerprint);
     for (const io::CommittedShard& s : m->shards) {
       const auto path = out / s.file;
-      if (!fs::exists(path) || fs::file_size(path) != s.bytes) {
+      const std::optional<uint64_t> size = plain_file_size(path);
+      if (!size || *size != s.bytes) {
         spdlog::warn("{}: listed in the manifest but missing or resized; it will be written again", path.string());
         continue;
       }
@@ -87,6 +178,7 @@ OutputState prepare_output_dir(const std::filesystem::path& out, const io::RunFi
         }
       }
       by_index[s.shard_index] = s;
+      ++listed_kept;
     }
   }
   const std::string manifest_temp = io::manifest_name(part) + ".tmp.";
@@ -96,15 +188,23 @@ OutputState prepare_output_dir(const std::filesystem::path& out, const io::RunFi
     const bool shard_temp = index && name.find(".h5.tmp.") != std::string::npos;
     if ((shard_temp && part.owns(*index)) || name.rfind(manifest_temp, 0) == 0) {
       fs::remove(entry.path(), ec);
+      E3_REQUIRE(!ec, ErrorKind::Output, "cannot remove {}, a partial file of an earlier run: {}",
+                 entry.path().string(), ec.message());
       ++state.temps_removed;
       continue;
     }
     if (entry.path().extension() != ".h5" || shard_temp) continue;
-    if (index && !part.owns(*index)) continue;  // another part's
-    if (!index && part.count > 1) continue;     // not named as a shard: leave it to a single job's scan
+    // verify and every later rerun would trip over a foreign *.h5 (or one whose index
+    // overflows): say so now, by name, rather than move it aside as if it were ours.
+    E3_REQUIRE(index.has_value(), ErrorKind::Output,
+               "{} is not a shard of eagle3_extract (those are named shard-NNNNNN.h5): move it out of {} or use "
+               "another --out",
+               entry.path().string(), out.string());
+    if (!part.owns(*index)) continue;  // another part's
     bool known = false;
     for (const auto& [idx, s] : by_index) known = known || s.file == name;
     if (known) continue;
+    plain_file_size(entry.path());
     // A shard renamed into place after the last manifest write: keep it if it is whole and ours.
     std::optional<io::InspectedShard> shard;
     try {
@@ -126,6 +226,7 @@ OutputState prepare_output_dir(const std::filesystem::path& out, const io::RunFi
                io::shard_file_name(shard->record.shard_index));
     by_index[shard->record.shard_index] = shard->record;
   }
+  state.manifest_current = m && m->complete && listed_kept == m->shards.size() && by_index.size() == listed_kept;
   for (auto& [idx, s] : by_index) state.committed.push_back(std::move(s));
   return state;
 }
@@ -155,7 +256,10 @@ std::optional<int64_t> shard_index_of(const std::string& file_name) {
   size_t end = prefix.size();
   while (end < file_name.size() && std::isdigit(static_cast<unsigned char>(file_name[end]))) ++end;
   if (end == prefix.size() || file_name.compare(end, 3, ".h5") != 0) return std::nullopt;
-  return std::stoll(file_name.substr(prefix.size(), end - prefix.size()));
+  int64_t index = 0;
+  const auto [ptr, err] = std::from_chars(file_name.data() + prefix.size(), file_name.data() + end, index);
+  if (err != std::errc()) return std::nullopt;
+  return index;
 }
 
 }  // namespace e3::jobs

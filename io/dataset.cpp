@@ -123,46 +123,72 @@ std::string tokenize_hint(const std::string& key) {
       how);
 }
 
-// Parses a line into a DOM while refusing what the DOM would hide or could not survive:
-// a repeated key (the DOM keeps the last one silently) and nesting deep enough to exhaust
-// the stack of anything that walks the value recursively.
+// The library's DOM builder, refusing on the way what the DOM would hide or could not
+// survive: a repeated key (the DOM keeps the last one silently) and nesting deep enough to
+// exhaust the stack of anything that walks the value recursively. A SAX handler rather than
+// a parser callback: the callback path builds every value twice and costs a third more.
+class CheckedDomBuilder {
+ public:
+  CheckedDomBuilder(json& root, const std::string& where) : dom_(root), where_(where) {}
+
+  bool null() { return dom_.null(); }
+  bool boolean(bool v) { return dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& text) { return dom_.number_float(v, text); }
+  bool string(json::string_t& v) { return dom_.string(v); }
+  bool binary(json::binary_t& v) { return dom_.binary(v); }
+  bool start_object(std::size_t n) {
+    enter();
+    keys_by_level_.emplace_back();
+    return dom_.start_object(n);
+  }
+  bool key(json::string_t& k) {
+    E3_REQUIRE(keys_by_level_.back().insert(k).second, ErrorKind::Input,
+               "{}: duplicate key \"{}\" (JSON keeps only one of them)", where_, clip(k));
+    return dom_.key(k);
+  }
+  bool end_object() {
+    keys_by_level_.pop_back();
+    --depth_;
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t n) {
+    enter();
+    return dom_.start_array(n);
+  }
+  bool end_array() {
+    --depth_;
+    return dom_.end_array();
+  }
+  template <class Exception>
+  bool parse_error(std::size_t position, const std::string& last_token, const Exception& ex) {
+    return dom_.parse_error(position, last_token, ex);
+  }
+
+ private:
+  void enter() {
+    E3_REQUIRE(++depth_ <= kMaxDepth, ErrorKind::Input, "{}: JSON nested more than {} levels deep", where_, kMaxDepth);
+  }
+
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  const std::string& where_;
+  int depth_ = 0;
+  std::vector<std::unordered_set<std::string>> keys_by_level_;  // one set per open object
+};
+
 json parse_json(const std::string& line, const std::string& where) {
-  std::vector<std::unordered_set<std::string>> keys_by_level;  // one set per open object
-  int depth = 0;
-  auto check = [&](int /*library_depth*/, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        E3_REQUIRE(++depth <= kMaxDepth, ErrorKind::Input, "{}: JSON nested more than {} levels deep", where,
-                   kMaxDepth);
-        if (event == json::parse_event_t::object_start) keys_by_level.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-        keys_by_level.pop_back();
-        --depth;
-        break;
-      case json::parse_event_t::array_end:
-        --depth;
-        break;
-      case json::parse_event_t::key: {
-        const std::string& key = parsed.get_ref<const std::string&>();
-        E3_REQUIRE(keys_by_level.back().insert(key).second, ErrorKind::Input,
-                   "{}: duplicate key \"{}\" (JSON keeps only one of them)", where, clip(key));
-        break;
-      }
-      case json::parse_event_t::value:
-        break;
-    }
-    return true;
-  };
+  json doc;
+  CheckedDomBuilder builder(doc, where);
   try {
-    return json::parse(line, check);
+    json::sax_parse(line, &builder);
   } catch (const json::parse_error& e) {
     E3_THROW(ErrorKind::Input, "{}: invalid JSON: {}", where, clip(e.what(), kLibraryMessageBytes));
   } catch (const json::exception& e) {
     // Numbers out of range ("1e400") and the like: still the line's fault.
     E3_THROW(ErrorKind::Input, "{}: invalid JSON value: {}", where, clip(e.what(), kLibraryMessageBytes));
   }
+  return doc;
 }
 
 // Only the three keys of the contract: a misspelt "loss_mask" must not silently train on the prompt.
@@ -216,7 +242,7 @@ Parsed parse_sample(const json& doc, const std::string& where, int64_t vocab) {
     p.mask.reserve(m.size());
     for (size_t i = 0; i < m.size(); ++i) {
       const json& v = m[i];
-      const bool ok = (v.is_number_integer() && (v == 0 || v == 1)) || v.is_boolean();
+      const bool ok = (v.is_number_integer() && (v.get<int64_t>() == 0 || v.get<int64_t>() == 1)) || v.is_boolean();
       E3_REQUIRE(ok, ErrorKind::Input, "{}: loss_mask[{}] is {}, not 0 or 1", where, i, quote(v));
       p.mask.push_back(v.is_boolean() ? static_cast<uint8_t>(v.get<bool>()) : static_cast<uint8_t>(v.get<int64_t>()));
     }

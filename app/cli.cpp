@@ -24,7 +24,7 @@ Request parse_command_line(int argc, char** argv) {
 
   std::string model, data, out = "eagle3_out", final_mode = "post-norm", dtype = "bf16", on_long = "skip",
               on_nonfinite = "error";
-  std::string layers;
+  std::vector<std::string> layers;  // one item per value given; each a comma-separated list
   app.add_option("--model", model, "HuggingFace checkpoint directory (config.json + *.safetensors)");
   app.add_option("--data", data, "JSONL input: {\"id\": str, \"input_ids\": [int], \"loss_mask\": [0|1]} per line");
   app.add_option("--out", out, "output directory for shard-*.h5 and manifest.json; rerunning resumes")
@@ -146,7 +146,13 @@ Request parse_command_line(int argc, char** argv) {
   rc.model_dir = model;
   rc.data_path = data;
   rc.out_dir = out;
-  if (layers_opt->count() > 0) rc.layers = jobs::parse_capture_ids(layers);
+  if (layers_opt->count() > 0) {
+    rc.layers.emplace();
+    for (const std::string& list : layers) {
+      const std::vector<int> ids = jobs::parse_capture_ids(list);
+      rc.layers->insert(rc.layers->end(), ids.begin(), ids.end());
+    }
+  }
   rc.final_mode = model::parse_final_mode(final_mode);
   rc.dtype = kernels::parse_storage_dtype(dtype);
   rc.on_long = io::parse_on_long(on_long);

@@ -89,10 +89,12 @@ run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --threa
 expect_failure 2 "--threads must be positive, not 0" "$work/out_usage"
 run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --threads -1
 expect_failure 2 "--threads must be positive, not -1" "$work/out_usage"
-# More threads than cores: a warning, and the run goes on.
+# More threads than cores: a warning, and the run goes on. --layers given twice adds up.
 LOG="$work/threads.log"
 cores=$(getconf _NPROCESSORS_ONLN)
-run 1 --model "$model" --data "$work/long.jsonl" --out "$work/out_threads" --backend cpu --threads $((cores + 1))
+run 1 --model "$model" --data "$work/long.jsonl" --out "$work/out_threads" --backend cpu --threads $((cores + 1)) \
+  --layers 2 --layers 4,5
 [ "$RC" -eq 0 ] || { cat "$LOG"; fail "a run with more threads than cores exited $RC"; }
+grep -q "capture ids \[2, 4, 5\]" "$LOG" || { cat "$LOG"; fail "--layers 2 --layers 4,5 is not [2, 4, 5]"; }
 grep -q "warning: --threads $((cores + 1)) on each of the 1 rank of this node is $((cores + 1)) threads for $cores cores" "$LOG" ||
   { cat "$LOG"; fail "no warning for more threads than cores"; }

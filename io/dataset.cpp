@@ -282,6 +282,14 @@ class Fd {
   int fd_;
 };
 
+const char* file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "FIFO";
+  if (S_ISSOCK(mode)) return "socket";
+  if (S_ISCHR(mode)) return "character device";
+  if (S_ISBLK(mode)) return "block device";
+  return "special file";
+}
+
 // Opens --data, refusing anything but a regular file: samples are re-read later by byte
 // offset, and a FIFO would otherwise block the open until some writer appears.
 Fd open_data_file(const std::filesystem::path& path) {
@@ -294,9 +302,7 @@ Fd open_data_file(const std::filesystem::path& path) {
              path.string());
   E3_REQUIRE(S_ISREG(st.st_mode), ErrorKind::Input,
              "--data {} is not a regular file (a {}); samples are re-read by offset, so give a JSONL file on disk",
-             path.string(),
-             S_ISFIFO(st.st_mode) ? "FIFO" : S_ISSOCK(st.st_mode) ? "socket" : S_ISCHR(st.st_mode) ? "character device"
-                                                                   : S_ISBLK(st.st_mode) ? "block device" : "special file");
+             path.string(), file_kind(st.st_mode));
   return fd;
 }
 

@@ -1,6 +1,8 @@
 #include "jobs/run_config.h"
 
+#include <algorithm>
 #include <charconv>
+#include <string_view>
 
 #include <fmt/format.h>
 

@@ -16,14 +16,14 @@ using e3::jobs::threads_warning;
 using e3::test::Contains;
 using e3::test::error_of;
 
-TEST(CaptureIds, CommaSeparatedIntegers) {
+TEST(LayersOption, CommaSeparatedIntegers) {
   EXPECT_EQ(parse_capture_ids("2,16,29"), (std::vector<int>{2, 16, 29}));
   EXPECT_EQ(parse_capture_ids("0"), (std::vector<int>{0}));
   // Negative and repeated ids reach the model-aware check, which names them.
   EXPECT_EQ(parse_capture_ids("-1,3,3"), (std::vector<int>{-1, 3, 3}));
 }
 
-TEST(CaptureIds, EmptyListsAndItemsAreUsageErrors) {
+TEST(LayersOption, EmptyListsAndItemsAreUsageErrors) {
   struct Case {
     const char* text;
     const char* message;

@@ -26,17 +26,16 @@ Request parse_command_line(int argc, char** argv) {
 
   std::string model, data, out = "eagle3_out", final_mode = "post-norm", dtype = "bf16", on_long = "skip",
               on_nonfinite = "error";
-  std::vector<int> layers;
+  std::vector<std::string> layers;  // one item per value given; each a comma-separated list
   app.add_option("--model", model, "HuggingFace checkpoint directory (config.json + *.safetensors)");
   app.add_option("--data", data, "JSONL input: {\"id\": str, \"input_ids\": [int], \"loss_mask\": [0|1]} per line");
   app.add_option("--out", out, "output directory for shard-*.h5 and manifest.json; rerunning resumes")
       ->capture_default_str();
-  app.add_option("--layers", layers,
-                 "capture ids, HF output_hidden_states numbering (0 = embeddings, k = output of layer k-1); "
-                 "default: EAGLE-3 preset [2, L/2, L-3]")
-      ->delimiter(',');
+  auto* layers_opt = app.add_option("--layers", layers,
+                                    "comma-separated capture ids, HF output_hidden_states numbering (0 = embeddings, "
+                                    "k = output of layer k-1); default: EAGLE-3 preset [2, L/2, L-3]");
   app.add_option("--final", final_mode, "also store the last layer: post-norm | pre-norm | none")->capture_default_str();
-  app.add_option("--tp", rc.tp, "tensor-parallel size; default: all ranks. DP = ranks / TP");
+  auto* tp_opt = app.add_option("--tp", rc.tp, "tensor-parallel size; default: all ranks. DP = ranks / TP");
   app.add_option("--backend", rc.backend, "auto | cuda | cpu (auto = cuda if a GPU is visible)")->capture_default_str();
   app.add_option("--comm", rc.comm,
                  "TP communicator: auto | nccl | mpi (auto = nccl when every rank has its own GPU, else mpi)")
@@ -60,7 +59,8 @@ Request parse_command_line(int argc, char** argv) {
   app.add_option("--log-dir", rc.log_dir,
                  "also write each rank's log lines to DIR/rank-NNNNN.log (appended; "
                  "part-IIII-of-PPPP.rank-NNNNN.log with --part)");
-  app.add_option("--threads", rc.threads, "CPU backend threads per rank; default: cores on the node / ranks on it");
+  auto* threads_opt = app.add_option("--threads", rc.threads,
+                                     "CPU backend threads per rank; default: cores on the node / ranks on it");
   app.add_option("--progress-interval", rc.progress_interval_s, "seconds between progress lines")->capture_default_str();
   app.add_option("--expert-dequant", rc.expert_dequant,
                  "quantized MoE experts on the GPU: scratch (dequantize a layer's experts into a bf16 buffer, "
@@ -153,12 +153,21 @@ Request parse_command_line(int argc, char** argv) {
   rc.model_dir = model;
   rc.data_path = data;
   rc.out_dir = out;
-  if (!layers.empty()) rc.layers = layers;
+  if (layers_opt->count() > 0) {
+    rc.layers.emplace();
+    for (const std::string& list : layers) {
+      const std::vector<int> ids = jobs::parse_capture_ids(list);
+      rc.layers->insert(rc.layers->end(), ids.begin(), ids.end());
+    }
+  }
   rc.final_mode = model::parse_final_mode(final_mode);
   rc.dtype = kernels::parse_storage_dtype(dtype);
   rc.on_long = io::parse_on_long(on_long);
   rc.on_nonfinite = jobs::parse_on_nonfinite(on_nonfinite);
-  E3_REQUIRE(rc.tp >= 0, ErrorKind::Usage, "--tp must be positive");
+  // 0 stands for "not given" inside RunConfig; typed on the command line it is a mistake.
+  E3_REQUIRE(tp_opt->count() == 0 || rc.tp > 0, ErrorKind::Usage, "--tp must be positive, not {}", rc.tp);
+  E3_REQUIRE(threads_opt->count() == 0 || rc.threads > 0, ErrorKind::Usage, "--threads must be positive, not {}",
+             rc.threads);
   E3_REQUIRE(rc.max_seq_len > 0, ErrorKind::Usage, "--max-seq-len must be positive");
   E3_REQUIRE(rc.max_tokens_per_step > 0, ErrorKind::Usage, "--max-tokens-per-step must be positive");
   E3_REQUIRE(rc.samples_per_shard > 0, ErrorKind::Usage, "--samples-per-shard must be positive");

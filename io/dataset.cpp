@@ -1,8 +1,22 @@
 #include "io/dataset.h"
 
-#include <fstream>
-#include <unordered_map>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "kernels/error.h"
@@ -13,6 +27,13 @@ namespace {
 
 using nlohmann::json;
 
+// The contract's limits (README "Input").
+constexpr size_t kMaxIdBytes = 4096;    // HDF5 keeps the id as an attribute, which must stay small
+constexpr int kMaxDepth = 64;           // a sample is two levels deep; this only stops runaway nesting
+constexpr size_t kMaxReported = 20;     // bad lines named in one error
+constexpr size_t kQuoteBytes = 80;      // of a value quoted in a message
+constexpr size_t kLibraryMessageBytes = 200;  // of the JSON library's own message, which quotes the input
+
 struct Parsed {
   bool has_id = false;
   std::string id;
@@ -20,26 +41,184 @@ struct Parsed {
   std::vector<uint8_t> mask;
 };
 
-bool is_blank(const std::string& line) {
-  return line.find_first_not_of(" \t\r") == std::string::npos;
+bool is_blank(std::string_view line) {
+  return line.find_first_not_of(" \t\r") == std::string_view::npos;
 }
 
-// Parses and checks one line; `where` is "FILE:LINE".
-Parsed parse_line(const std::string& line, const std::string& where, int64_t vocab) {
-  json doc;
-  try {
-    doc = json::parse(line);
-  } catch (const json::parse_error& e) {
-    E3_THROW(ErrorKind::Input, "{}: invalid JSON: {}", where, e.what());
+// At most `limit` bytes of `s`, cut on a UTF-8 character boundary, so that a message never
+// carries a whole 64 KiB id or a megabyte of brackets.
+std::string clip(std::string_view s, size_t limit = kQuoteBytes) {
+  if (s.size() <= limit) return std::string(s);
+  size_t n = limit;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return fmt::format("{}... ({} bytes)", s.substr(0, n), s.size());
+}
+
+std::string quote(const json& v) { return clip(v.dump()); }
+
+// Keys compared without case, '_' or '-': "lossMask", "loss-mask" and "lossmask" all mean loss_mask.
+std::string normalized(std::string_view key) {
+  std::string out;
+  for (char c : key)
+    if (std::isalnum(static_cast<unsigned char>(c))) out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  return out;
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
   }
+  return row[b.size()];
+}
+
+constexpr std::array<std::string_view, 3> kKeys = {"id", "input_ids", "loss_mask"};
+
+// What an unknown key most likely meant, with a word on what to do; empty if nothing fits.
+std::string advice_for_key(std::string_view key) {
+  // Names other tools give to the same things, and HF tokenizer outputs that are not needed.
+  static const std::array<std::pair<std::string_view, std::string_view>, 7> kKnown = {{
+      {"ids", "did you mean \"input_ids\"?"},
+      {"tokens", "did you mean \"input_ids\"?"},
+      {"tokenids", "did you mean \"input_ids\"?"},
+      {"mask", "did you mean \"loss_mask\"?"},
+      {"labels", "give \"loss_mask\" instead: 1 where the label is not -100, else 0"},
+      {"attentionmask", "drop it: samples are packed without padding, so every token is attended"},
+      {"tokentypeids", "drop it: the model takes only \"input_ids\""},
+  }};
+  const std::string n = normalized(key);
+  for (const auto& [name, advice] : kKnown)
+    if (n == name) return std::string(advice);
+  if (n.empty() || n.size() > 32) return "";
+  std::string_view best;
+  size_t best_distance = SIZE_MAX;
+  for (std::string_view k : kKeys) {
+    // Up to two edits count as a typo, fewer for short keys: "x" is not a misspelt "id".
+    const std::string target = normalized(k);
+    const size_t d = edit_distance(n, target);
+    if (d <= std::min<size_t>(2, target.size() / 3) && d < best_distance) {
+      best_distance = d;
+      best = k;
+    }
+  }
+  return best.empty() ? "" : fmt::format("did you mean \"{}\"?", best);
+}
+
+// A line that holds text rather than tokens: how to tokenize it with the target model's tokenizer.
+std::string tokenize_hint(const std::string& key) {
+  const char* how =
+      key == "text"
+          ? "ids = tok(text)[\"input_ids\"]; write {\"input_ids\": ids} (loss_mask defaults to all ones)"
+          : "enc = tok.apply_chat_template(messages, tokenize=True, return_dict=True, "
+            "return_assistant_tokens_mask=True); write {\"input_ids\": enc[\"input_ids\"], \"loss_mask\": "
+            "enc[\"assistant_masks\"]}";
+  return fmt::format(
+      "\"{}\" holds text, but eagle3_extract reads token ids: tokenize with the target model's tokenizer first{}, "
+      "e.g. in Python: tok = transformers.AutoTokenizer.from_pretrained(MODEL); {} (README \"Input\")",
+      key, key == "conversations" ? " (ShareGPT turns {\"from\", \"value\"} become {\"role\", \"content\"} messages)" : "",
+      how);
+}
+
+// The library's DOM builder, refusing on the way what the DOM would hide or could not
+// survive: a repeated key (the DOM keeps the last one silently) and nesting deep enough to
+// exhaust the stack of anything that walks the value recursively. A SAX handler rather than
+// a parser callback, which made validating a large file about a third slower.
+class CheckedDomBuilder {
+ public:
+  CheckedDomBuilder(json& root, const std::string& where) : dom_(root), where_(where) {}
+
+  bool null() { return dom_.null(); }
+  bool boolean(bool v) { return dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& text) { return dom_.number_float(v, text); }
+  bool string(json::string_t& v) { return dom_.string(v); }
+  bool binary(json::binary_t& v) { return dom_.binary(v); }
+  bool start_object(std::size_t n) {
+    enter();
+    keys_by_level_.emplace_back();
+    return dom_.start_object(n);
+  }
+  bool key(json::string_t& k) {
+    E3_REQUIRE(keys_by_level_.back().insert(k).second, ErrorKind::Input,
+               "{}: duplicate key \"{}\" (JSON keeps only one of them)", where_, clip(k));
+    return dom_.key(k);
+  }
+  bool end_object() {
+    keys_by_level_.pop_back();
+    --depth_;
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t n) {
+    enter();
+    return dom_.start_array(n);
+  }
+  bool end_array() {
+    --depth_;
+    return dom_.end_array();
+  }
+  template <class Exception>
+  bool parse_error(std::size_t position, const std::string& last_token, const Exception& ex) {
+    return dom_.parse_error(position, last_token, ex);
+  }
+
+ private:
+  void enter() {
+    E3_REQUIRE(++depth_ <= kMaxDepth, ErrorKind::Input, "{}: JSON nested more than {} levels deep", where_, kMaxDepth);
+  }
+
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  const std::string& where_;
+  int depth_ = 0;
+  std::vector<std::unordered_set<std::string>> keys_by_level_;  // one set per open object
+};
+
+json parse_json(const std::string& line, const std::string& where) {
+  json doc;
+  CheckedDomBuilder builder(doc, where);
+  try {
+    json::sax_parse(line, &builder);
+  } catch (const json::parse_error& e) {
+    E3_THROW(ErrorKind::Input, "{}: invalid JSON: {}", where, clip(e.what(), kLibraryMessageBytes));
+  } catch (const json::exception& e) {
+    // Numbers out of range ("1e400") and the like: still the line's fault.
+    E3_THROW(ErrorKind::Input, "{}: invalid JSON value: {}", where, clip(e.what(), kLibraryMessageBytes));
+  }
+  return doc;
+}
+
+// Only the three keys of the contract: a misspelt "loss_mask" must not silently train on the prompt.
+void check_keys(const json& doc, const std::string& where) {
+  for (const char* text_key : {"text", "messages", "conversations"})
+    E3_REQUIRE(!doc.contains(text_key), ErrorKind::Input, "{}: {}", where, tokenize_hint(text_key));
+  for (const auto& item : doc.items()) {
+    const std::string& key = item.key();
+    if (std::find(kKeys.begin(), kKeys.end(), key) != kKeys.end()) continue;
+    const std::string advice = advice_for_key(key);
+    E3_THROW(ErrorKind::Input, "{}: unknown key \"{}\"{}{} (a sample holds only \"id\", \"input_ids\", \"loss_mask\")",
+             where, clip(key), advice.empty() ? "" : ": ", advice);
+  }
+}
+
+Parsed parse_sample(const json& doc, const std::string& where, int64_t vocab) {
   E3_REQUIRE(doc.is_object(), ErrorKind::Input, "{}: a sample must be a JSON object", where);
+  check_keys(doc, where);
   Parsed p;
   if (doc.contains("id") && !doc["id"].is_null()) {
     const json& id = doc["id"];
     E3_REQUIRE(id.is_string() || id.is_number_integer(), ErrorKind::Input,
-               "{}: \"id\" must be a string, got {}", where, id.dump());
+               "{}: \"id\" must be a string, got {}", where, quote(id));
     p.has_id = true;
     p.id = id.is_string() ? id.get<std::string>() : id.dump();
+    E3_REQUIRE(p.id.size() <= kMaxIdBytes, ErrorKind::Input, "{}: \"id\" is {} bytes long, more than {} allowed",
+               where, p.id.size(), kMaxIdBytes);
   }
   E3_REQUIRE(doc.contains("input_ids"), ErrorKind::Input, "{}: missing \"input_ids\"", where);
   const json& ids = doc["input_ids"];
@@ -49,7 +228,10 @@ Parsed parse_line(const std::string& line, const std::string& where, int64_t voc
   for (size_t i = 0; i < ids.size(); ++i) {
     const json& t = ids[i];
     E3_REQUIRE(t.is_number_integer(), ErrorKind::Input, "{}: input_ids[{}] is {}, not an integer", where, i,
-               t.dump());
+               quote(t));
+    // Above INT64_MAX the value is only representable unsigned; reading it signed would wrap.
+    E3_REQUIRE(!t.is_number_unsigned() || t.get<uint64_t>() < static_cast<uint64_t>(vocab), ErrorKind::Input,
+               "{}: token id {} at input_ids[{}] is outside the vocabulary [0, {})", where, quote(t), i, vocab);
     const int64_t v = t.get<int64_t>();
     E3_REQUIRE(v >= 0 && v < vocab, ErrorKind::Input,
                "{}: token id {} at input_ids[{}] is outside the vocabulary [0, {})", where, v, i, vocab);
@@ -64,7 +246,7 @@ Parsed parse_line(const std::string& line, const std::string& where, int64_t voc
     for (size_t i = 0; i < m.size(); ++i) {
       const json& v = m[i];
       const bool ok = (v.is_number_integer() && (v.get<int64_t>() == 0 || v.get<int64_t>() == 1)) || v.is_boolean();
-      E3_REQUIRE(ok, ErrorKind::Input, "{}: loss_mask[{}] is {}, not 0 or 1", where, i, v.dump());
+      E3_REQUIRE(ok, ErrorKind::Input, "{}: loss_mask[{}] is {}, not 0 or 1", where, i, quote(v));
       p.mask.push_back(v.is_boolean() ? static_cast<uint8_t>(v.get<bool>()) : static_cast<uint8_t>(v.get<int64_t>()));
     }
   } else {
@@ -72,6 +254,128 @@ Parsed parse_line(const std::string& line, const std::string& where, int64_t voc
   }
   return p;
 }
+
+// Parses and checks one line; `where` is "FILE:LINE". Every problem is an input error.
+Parsed parse_line(const std::string& line, const std::string& where, int64_t vocab) {
+  const json doc = parse_json(line, where);
+  try {
+    return parse_sample(doc, where, vocab);
+  } catch (const json::exception& e) {
+    E3_THROW(ErrorKind::Input, "{}: {}", where, clip(e.what(), kLibraryMessageBytes));
+  }
+}
+
+// A file descriptor, closed on destruction.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&&) = delete;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+const char* file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "FIFO";
+  if (S_ISSOCK(mode)) return "socket";
+  if (S_ISCHR(mode)) return "character device";
+  if (S_ISBLK(mode)) return "block device";
+  return "special file";
+}
+
+// Opens --data, refusing anything but a regular file: samples are re-read later by byte
+// offset, and a FIFO would otherwise block the open until some writer appears.
+Fd open_data_file(const std::filesystem::path& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  E3_REQUIRE(fd.get() >= 0, ErrorKind::Input, "cannot read --data {}: {}", path.string(), std::strerror(errno));
+  struct stat st {};
+  E3_REQUIRE(::fstat(fd.get(), &st) == 0, ErrorKind::Input, "cannot stat --data {}: {}", path.string(),
+             std::strerror(errno));
+  E3_REQUIRE(!S_ISDIR(st.st_mode), ErrorKind::Input, "--data {} is a directory; give the JSONL file",
+             path.string());
+  E3_REQUIRE(S_ISREG(st.st_mode), ErrorKind::Input,
+             "--data {} is not a regular file (a {}); samples are re-read by offset, so give a JSONL file on disk",
+             path.string(), file_kind(st.st_mode));
+  return fd;
+}
+
+// Lines of a file descriptor, split on '\n' like std::getline: the newline is not part of
+// the line, and text after the last newline is a line of its own.
+class LineReader {
+ public:
+  LineReader(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
+
+  bool next(std::string& line) {
+    for (;;) {
+      const size_t nl = buf_.find('\n', scanned_);
+      if (nl != std::string::npos) {
+        line.assign(buf_, begin_, nl - begin_);
+        begin_ = scanned_ = nl + 1;
+        return true;
+      }
+      scanned_ = buf_.size();
+      if (eof_) {
+        if (begin_ == buf_.size()) return false;
+        line.assign(buf_, begin_);
+        begin_ = scanned_ = buf_.size();
+        return true;
+      }
+      fill();
+    }
+  }
+
+ private:
+  void fill() {
+    constexpr size_t kChunk = size_t{1} << 20;
+    buf_.erase(0, begin_);
+    scanned_ -= begin_;
+    begin_ = 0;
+    const size_t old = buf_.size();
+    buf_.resize(old + kChunk);
+    ssize_t n;
+    do n = ::read(fd_, buf_.data() + old, kChunk);
+    while (n < 0 && errno == EINTR);
+    E3_REQUIRE(n >= 0, ErrorKind::Input, "{}: read error: {}", name_, std::strerror(errno));
+    buf_.resize(old + static_cast<size_t>(n));
+    eof_ = n == 0;
+  }
+
+  int fd_;
+  std::string name_;
+  std::string buf_;
+  size_t begin_ = 0;    // start of the next line in buf_
+  size_t scanned_ = 0;  // buf_ holds no '\n' in [begin_, scanned_)
+  bool eof_ = false;
+};
+
+// Collects the bad lines of a file: the first kMaxReported by message, the rest by count.
+class BadLines {
+ public:
+  void add(const std::string& message) {
+    if (messages_.size() < kMaxReported) messages_.push_back(message);
+    ++count_;
+  }
+  // One error naming them all, so that one rerun can fix the whole file.
+  void throw_if_any() const {
+    if (count_ == 0) return;
+    std::string text = fmt::format("{}", fmt::join(messages_, "\n"));
+    if (count_ > messages_.size())
+      text += fmt::format("\nand {} more bad line{} ({} in all)", count_ - messages_.size(),
+                          count_ - messages_.size() == 1 ? "" : "s", count_);
+    E3_THROW(ErrorKind::Input, "{}", text);
+  }
+
+ private:
+  std::vector<std::string> messages_;
+  size_t count_ = 0;
+};
 
 }  // namespace
 
@@ -92,56 +396,64 @@ const char* on_long_name(OnLong o) {
 }
 
 Dataset Dataset::open(const std::filesystem::path& path, const DatasetOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  E3_REQUIRE(in.good(), ErrorKind::Input, "cannot read --data {}", path.string());
+  const Fd fd = open_data_file(path);
+  LineReader in(fd.get(), path.string());
   Dataset ds;
   ds.path_ = path;
   ds.options_ = options;
+  BadLines bad;
   std::unordered_map<std::string, int64_t> first_line_of_id;
   std::string line;
   uint64_t offset = 0;
   int64_t line_no = 0;
-  while (std::getline(in, line)) {
+  while (in.next(line)) {
     ++line_no;
     const uint64_t line_offset = offset;
     offset += line.size() + 1;
     if (is_blank(line)) continue;
     const std::string where = fmt::format("{}:{}", path.string(), line_no);
-    Parsed p = parse_line(line, where, options.vocab_size);
+    try {
+      Parsed p = parse_line(line, where, options.vocab_size);
 
-    SampleRecord rec;
-    rec.index = static_cast<int64_t>(ds.samples_.size());
-    rec.line = line_no;
-    rec.offset = line_offset;
-    rec.length = line.size();
-    rec.original_tokens = static_cast<int64_t>(p.ids.size());
-    rec.num_tokens = rec.original_tokens;
-    rec.has_id = p.has_id;
-    rec.id = std::move(p.id);
-    if (rec.has_id) {
-      auto [it, fresh] = first_line_of_id.emplace(rec.id, line_no);
-      E3_REQUIRE(fresh, ErrorKind::Input, "{}: duplicate id \"{}\" (first seen at line {})", where, rec.id,
-                 it->second);
-    }
-    if (rec.original_tokens > options.max_seq_len) {
-      switch (options.on_long) {
-        case OnLong::Error:
-          E3_THROW(ErrorKind::Input, "{}: sample has {} tokens, more than --max-seq-len {} (--on-long error)",
-                   where, rec.original_tokens, options.max_seq_len);
-        case OnLong::Truncate:
-          rec.num_tokens = options.max_seq_len;
-          ++ds.truncated_;
-          break;
-        case OnLong::Skip:
-          rec.skipped = true;
-          rec.num_tokens = 0;
-          ++ds.skipped_;
-          break;
+      SampleRecord rec;
+      rec.index = static_cast<int64_t>(ds.samples_.size());
+      rec.line = line_no;
+      rec.offset = line_offset;
+      rec.length = line.size();
+      rec.original_tokens = static_cast<int64_t>(p.ids.size());
+      rec.num_tokens = rec.original_tokens;
+      rec.has_id = p.has_id;
+      rec.id = std::move(p.id);
+      if (rec.has_id) {
+        auto [it, fresh] = first_line_of_id.emplace(rec.id, line_no);
+        E3_REQUIRE(fresh, ErrorKind::Input, "{}: duplicate id \"{}\" (first seen at line {})", where, clip(rec.id),
+                   it->second);
       }
+      if (rec.original_tokens > options.max_seq_len) {
+        switch (options.on_long) {
+          case OnLong::Error:
+            E3_THROW(ErrorKind::Input, "{}: sample has {} tokens, more than --max-seq-len {} (--on-long error)",
+                     where, rec.original_tokens, options.max_seq_len);
+          case OnLong::Truncate:
+            rec.num_tokens = options.max_seq_len;
+            ++ds.truncated_;
+            break;
+          case OnLong::Skip:
+            rec.skipped = true;
+            rec.num_tokens = 0;
+            ++ds.skipped_;
+            break;
+        }
+      }
+      ds.samples_.push_back(std::move(rec));
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Input) throw;
+      bad.add(e.what());
     }
-    ds.samples_.push_back(std::move(rec));
   }
-  E3_REQUIRE(!in.bad(), ErrorKind::Input, "{}: read error", path.string());
+  bad.throw_if_any();
+  E3_REQUIRE(!ds.samples_.empty(), ErrorKind::Input, "{}: no samples: the file is empty or holds only blank lines",
+             path.string());
   return ds;
 }
 

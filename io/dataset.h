@@ -36,7 +36,9 @@ struct SampleRecord {
 
 class Dataset {
  public:
-  // Throws an input error "FILE:LINE: what is wrong" for the first bad line.
+  // Checks the whole file. Throws one input error naming up to 20 bad lines, each
+  // "FILE:LINE: what is wrong" (then "and N more"), or saying that the file is not a regular
+  // file or holds no samples.
   static Dataset open(const std::filesystem::path& path, const DatasetOptions& options);
 
   const std::filesystem::path& path() const { return path_; }

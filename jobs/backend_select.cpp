@@ -41,10 +41,12 @@ std::unique_ptr<kernels::Backend> make_backend(const RunConfig& rc, const parall
     return be;
   }
   int threads = rc.threads;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (threads <= 0) {
     // Share the node's cores among the ranks on it.
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     threads = std::max(1, cores / std::max(1, grid.local_size()));
+  } else if (auto w = threads_warning(threads, std::max(1, grid.local_size()), cores)) {
+    spdlog::warn("{}", *w);
   }
   return kernels::make_cpu_backend(threads);
 }

@@ -1,5 +1,11 @@
 #include "jobs/run_config.h"
 
+#include <algorithm>
+#include <charconv>
+#include <string_view>
+
+#include <fmt/format.h>
+
 #include "kernels/error.h"
 
 namespace e3::jobs {
@@ -11,5 +17,33 @@ OnNonfinite parse_on_nonfinite(const std::string& s) {
 }
 
 const char* on_nonfinite_name(OnNonfinite o) { return o == OnNonfinite::Skip ? "skip" : "error"; }
+
+std::vector<int> parse_capture_ids(const std::string& text) {
+  E3_REQUIRE(!text.empty(), ErrorKind::Usage,
+             "--layers is empty; give comma-separated capture ids such as 2,16,29, or leave the option out for "
+             "the default");
+  std::vector<int> ids;
+  size_t begin = 0;
+  for (int item = 1;; ++item) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    const std::string_view piece(text.data() + begin, end - begin);
+    E3_REQUIRE(!piece.empty(), ErrorKind::Usage, "--layers {}: item {} is empty", text, item);
+    int value = 0;
+    const auto [ptr, ec] = std::from_chars(piece.data(), piece.data() + piece.size(), value);
+    E3_REQUIRE(ec == std::errc() && ptr == piece.data() + piece.size(), ErrorKind::Usage,
+               "--layers {}: item {} ('{}') is not an integer", text, item, piece);
+    ids.push_back(value);
+    if (end == text.size()) return ids;
+    begin = end + 1;
+  }
+}
+
+std::optional<std::string> threads_warning(int threads, int ranks_on_node, int cores) {
+  const int64_t wanted = static_cast<int64_t>(threads) * ranks_on_node;
+  if (wanted <= cores) return std::nullopt;
+  return fmt::format("--threads {} on each of the {} rank{} of this node is {} threads for {} cores: oversubscribed "
+                     "threads wait on each other and run slower",
+                     threads, ranks_on_node, ranks_on_node == 1 ? "" : "s", wanted, cores);
+}
 
 }  // namespace e3::jobs

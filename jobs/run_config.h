@@ -19,6 +19,14 @@ enum class OnNonfinite { Skip, Error };
 OnNonfinite parse_on_nonfinite(const std::string& s);  // "skip" | "error"; throws a usage error
 const char* on_nonfinite_name(OnNonfinite o);
 
+// "2,16,29" -> {2, 16, 29}. Every comma-separated item must be one integer: an empty list or
+// an empty item ("1,,2") is a usage error, not a silently dropped or zero id.
+std::vector<int> parse_capture_ids(const std::string& text);
+
+// The warning for `threads` CPU-backend threads on each of `ranks_on_node` ranks sharing
+// `cores` cores, or nothing when they fit.
+std::optional<std::string> threads_warning(int threads, int ranks_on_node, int cores);
+
 struct RunConfig {
   std::filesystem::path model_dir;
   std::filesystem::path data_path;

@@ -2,8 +2,14 @@
 // re-reading samples by byte offset.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "io/dataset.h"
@@ -162,6 +168,163 @@ TEST_F(DatasetTest, MissingFile) {
   ASSERT_TRUE(err.has_value());
   EXPECT_EQ(err->kind(), ErrorKind::Input);
   EXPECT_TRUE(Contains(err->what(), (dir_ / "absent.jsonl").string()));
+}
+
+TEST_F(DatasetTest, UnknownKeysAreErrorsWithTheLikelyKey) {
+  struct Case {
+    const char* line;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {R"({"input_ids": [1, 2, 3], "lossmask": [0, 0, 1]})", "unknown key \"lossmask\": did you mean \"loss_mask\"?"},
+      {R"({"input_ids": [1], "lossMask": [1]})", "unknown key \"lossMask\": did you mean \"loss_mask\"?"},
+      {R"({"input_id": [1]})", "unknown key \"input_id\": did you mean \"input_ids\"?"},
+      {R"({"ID": "a", "input_ids": [1]})", "unknown key \"ID\": did you mean \"id\"?"},
+      {R"({"tokens": [1]})", "unknown key \"tokens\": did you mean \"input_ids\"?"},
+      {R"({"ids": [1]})", "unknown key \"ids\": did you mean \"input_ids\"?"},
+      {R"({"input_ids": [1], "lossmsk": [1]})", "unknown key \"lossmsk\": did you mean \"loss_mask\"?"},
+      {R"({"input_ids": [1], "x": 1})", "unknown key \"x\" (a sample holds only"},
+      {R"({"input_ids": [1], "labels": [-100]})", "unknown key \"labels\": give \"loss_mask\" instead"},
+      {R"({"input_ids": [1], "attention_mask": [1]})", "unknown key \"attention_mask\": drop it"},
+      {R"({"input_ids": [1], "source": "web"})",
+       "unknown key \"source\" (a sample holds only \"id\", \"input_ids\", \"loss_mask\")"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.line);
+    expect_error_at(std::string("{\"input_ids\": [1]}\n\n") + c.line + "\n", 3, c.message);
+  }
+}
+
+TEST_F(DatasetTest, TextInsteadOfTokensGetsATokenizeHint) {
+  expect_error_at(R"({"text": "Hello there"})" "\n", 1, "\"text\" holds text, but eagle3_extract reads token ids");
+  expect_error_at(R"({"text": "Hello there"})" "\n", 1, "tok(text)[\"input_ids\"]");
+  expect_error_at(R"({"messages": [{"role": "user", "content": "hi"}]})" "\n", 1,
+                  "tok.apply_chat_template(messages, tokenize=True");
+  expect_error_at(R"({"id": "c", "conversations": [{"from": "human", "value": "hi"}]})" "\n", 1,
+                  "\"conversations\" holds text");
+  // Also beside tokens: a line that kept its text must not pass.
+  expect_error_at(R"({"input_ids": [1], "text": "hi"})" "\n", 1, "\"text\" holds text");
+}
+
+TEST_F(DatasetTest, IdOfMoreThan4096BytesIsAnError) {
+  const std::string ok(4096, 'a');
+  const std::string too_long(4097, 'b');
+  write("{\"id\": \"" + ok + "\", \"input_ids\": [1]}\n");
+  EXPECT_EQ(Dataset::open(path_, options()).samples().at(0).id, ok);
+  expect_error_at("{\"id\": \"a\", \"input_ids\": [1]}\n{\"id\": \"" + too_long + "\", \"input_ids\": [1]}\n", 2,
+                  "\"id\" is 4097 bytes long, more than 4096 allowed");
+  auto err = error_of([&] { Dataset::open(path_, options()); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(std::string(err->what()).find(too_long), std::string::npos) << "the message quotes the whole id";
+}
+
+TEST_F(DatasetTest, DuplicateKeysAreErrors) {
+  expect_error_at(R"({"input_ids": [1, 2], "input_ids": [3]})" "\n", 1, "duplicate key \"input_ids\"");
+  expect_error_at(R"({"id": "a", "loss_mask": [1], "input_ids": [1], "loss_mask": [0]})" "\n", 1,
+                  "duplicate key \"loss_mask\"");
+  // The same key in two objects is not a duplicate: the check is per object.
+  expect_error_at(R"({"input_ids": [1], "id": {"a": 1}, "x": {"a": 2}})" "\n", 1, "unknown key \"x\"");
+}
+
+TEST_F(DatasetTest, DeepNestingIsAnErrorNotACrash) {
+  const std::string open_brackets(100000, '[');
+  const std::string close_brackets(100000, ']');
+  expect_error_at(open_brackets + "\n", 1, "JSON nested more than 64 levels deep");
+  expect_error_at("{\"input_ids\": " + open_brackets + "1" + close_brackets + "}\n", 1,
+                  "JSON nested more than 64 levels deep");
+  expect_error_at("{\"id\": " + open_brackets + close_brackets + ", \"input_ids\": [1]}\n", 1, "nested");
+  // Within the bound, a nested value is quoted in the message, cut short.
+  const std::string deep = std::string(60, '[') + "7" + std::string(60, ']');
+  expect_error_at("{\"input_ids\": [1, " + deep + "]}\n", 1, "input_ids[1] is [[[[");
+}
+
+TEST_F(DatasetTest, QuotedValuesAreCutShort) {
+  const std::string big(100000, 'x');
+  write("{\"input_ids\": [1, \"" + big + "\"]}\n{\"input_ids\": [1], \"" + big + "\": 1}\n{\"input_ids\": [1, " + big +
+        "]}\n");
+  auto err = error_of([&] { Dataset::open(path_, options()); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_LT(std::string(err->what()).size(), 2000u) << err->what();
+  EXPECT_TRUE(Contains(err->what(), path_.string() + ":1: input_ids[1] is \"xxx"));
+  EXPECT_TRUE(Contains(err->what(), "(100002 bytes)"));
+  EXPECT_TRUE(Contains(err->what(), path_.string() + ":2: unknown key \"xxx"));
+  EXPECT_TRUE(Contains(err->what(), path_.string() + ":3: invalid JSON"));
+}
+
+TEST_F(DatasetTest, NumbersOutOfRangeAreInputErrors) {
+  expect_error_at(R"({"input_ids": [1e400]})" "\n", 1, "invalid JSON value");
+  expect_error_at(R"({"input_ids": [1], "loss_mask": [-1e999]})" "\n", 1, "1e999");
+  expect_error_at(R"({"id": 1e400, "input_ids": [1]})" "\n", 1, "number overflow");
+  // Past int64 but within uint64: must not wrap around to a valid-looking token id.
+  expect_error_at(R"({"input_ids": [18446744073709551615]})" "\n", 1,
+                  "token id 18446744073709551615 at input_ids[0] is outside the vocabulary");
+  expect_error_at(R"({"input_ids": [18446744073709551616]})" "\n", 1, "input_ids[0] is 1.8446744073709552e+19, not an integer");
+}
+
+TEST_F(DatasetTest, AllBadLinesOfTheFileAreReportedUpToTwenty) {
+  std::string text;
+  for (int i = 0; i < 30; ++i) text += i % 5 == 0 ? "{\"input_ids\": [1]}\n" : "{\"input_ids\": [" + std::to_string(100 + i) + "]}\n";
+  // Lines 2-5, 7-10, ...: 24 bad lines, the 20th of them on line 25.
+  write(text);
+  auto err = error_of([&] { Dataset::open(path_, options()); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->kind(), ErrorKind::Input);
+  const std::string what = err->what();
+  const std::string p = path_.string();
+  EXPECT_EQ(what.rfind(p + ":2: token id 101 at input_ids[0]", 0), 0u) << what;
+  EXPECT_TRUE(Contains(what, "\n" + p + ":3: token id 102 "));
+  EXPECT_TRUE(Contains(what, "\n" + p + ":25: token id 124 "));
+  EXPECT_FALSE(Contains(what, p + ":27:"));
+  EXPECT_FALSE(Contains(what, p + ":6:"));  // a good line
+  EXPECT_TRUE(Contains(what, "\nand 4 more bad lines (24 in all)"));
+  EXPECT_EQ(std::count(what.begin(), what.end(), '\n'), 20);
+
+  // Different faults, each named on its own line, and no "more" when all fit.
+  write("{\"input_ids\": [1]}\n{\"input_ids\": [1], \"lossmask\": [1]}\n{\"id\": \"a\", \"input_ids\": [1]}\n"
+        "{\"id\": \"a\", \"input_ids\": [2]}\n{\"input_ids\": [1, 2\n");
+  err = error_of([&] { Dataset::open(path_, options()); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_TRUE(Contains(err->what(), p + ":2: unknown key \"lossmask\""));
+  EXPECT_TRUE(Contains(err->what(), "\n" + p + ":4: duplicate id \"a\" (first seen at line 3)"));
+  EXPECT_TRUE(Contains(err->what(), "\n" + p + ":5: invalid JSON"));
+  EXPECT_FALSE(Contains(err->what(), "more bad line"));
+}
+
+TEST_F(DatasetTest, AFileWithoutSamplesIsAnError) {
+  for (const char* text : {"", "\n", "  \n\t\r\n\n"}) {
+    SCOPED_TRACE(testing::PrintToString(text));
+    write(text);
+    auto err = error_of([&] { Dataset::open(path_, options()); });
+    ASSERT_TRUE(err.has_value());
+    EXPECT_EQ(err->kind(), ErrorKind::Input);
+    EXPECT_TRUE(Contains(err->what(), path_.string() + ": no samples: the file is empty or holds only blank lines"));
+  }
+}
+
+TEST_F(DatasetTest, ADirectoryIsRefused) {
+  auto err = error_of([&] { Dataset::open(dir_.path(), options()); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->kind(), ErrorKind::Input);
+  EXPECT_TRUE(Contains(err->what(), "--data " + dir_.path().string() + " is a directory"));
+}
+
+TEST_F(DatasetTest, AFifoIsRefusedWithoutWaitingForAWriter) {
+  const std::filesystem::path fifo = dir_ / "pipe.jsonl";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // A writer that waits for any reader and then closes: a reader that blocked in open() is
+  // released (and sees end of file) rather than hanging the test.
+  std::thread writer([&] {
+    const int fd = ::open(fifo.c_str(), O_WRONLY);
+    if (fd >= 0) ::close(fd);
+  });
+  auto err = error_of([&] { Dataset::open(fifo, options()); });
+  // Releases the writer whatever open() did.
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  writer.join();
+  if (reader >= 0) ::close(reader);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->kind(), ErrorKind::Input);
+  EXPECT_TRUE(Contains(err->what(), "--data " + fifo.string() + " is not a regular file (a FIFO)"));
 }
 
 // Three samples of 3, 5 and 4 tokens against --max-seq-len 4.

@@ -107,12 +107,8 @@ TEST(PlanShards, OneShardWhenPerShardExceedsInput) {
 }
 
 TEST(PlanShards, EmptyInputPlansNothing) {
-  e3::test::TempDir dir;
-  e3::test::write_text(dir / "data.jsonl", "\n  \n");
-  DatasetOptions opts;
-  opts.vocab_size = 10;
-  opts.max_seq_len = 4;
-  const WorkPlan plan = e3::jobs::make_plan(Dataset::open(dir / "data.jsonl", opts), 2, 2, {});
+  // Dataset::open refuses a file without samples; an empty dataset still plans nothing.
+  const WorkPlan plan = e3::jobs::make_plan(Dataset(), 2, 2, {});
   EXPECT_TRUE(plan.shards.empty());
   EXPECT_EQ(plan.samples_pending, 0);
   EXPECT_TRUE(plan.pending_for(0).empty());

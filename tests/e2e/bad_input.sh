@@ -19,6 +19,36 @@ check mask_length "mask_length.jsonl:2: loss_mask has 2 entries but input_ids ha
 check empty_sample "empty_sample.jsonl:1: empty sample" '{"id": "e", "input_ids": []}'
 check duplicate_id "duplicate_id.jsonl:3: duplicate id \"a\" (first seen at line 1)" "$good" '{"id": "b", "input_ids": [7]}' "$good"
 check not_object "not_object.jsonl:1: a sample must be a JSON object" '[1, 2, 3]'
+# Only id, input_ids and loss_mask: a typo must not silently train on the prompt.
+check unknown_key 'unknown_key.jsonl:2: unknown key "lossmask": did you mean "loss_mask"?' "$good" '{"input_ids": [1, 2, 3], "lossmask": [0, 0, 1]}'
+check text_line 'text_line.jsonl:1: "messages" holds text, but eagle3_extract reads token ids: tokenize .*apply_chat_template' '{"messages": [{"role": "user", "content": "hi"}]}'
+long_id=$(head -c 65536 /dev/zero | tr '\0' a)
+check long_id 'long_id.jsonl:2: "id" is 65536 bytes long, more than 4096 allowed' "$good" "{\"id\": \"$long_id\", \"input_ids\": [1]}"
+[ "$(wc -c < "$LOG")" -lt 4096 ] || fail "the message quotes the whole 64 KiB id"
+check duplicate_key 'duplicate_key.jsonl:1: duplicate key "input_ids"' '{"input_ids": [1], "input_ids": [2]}'
+check deep 'deep.jsonl:1: JSON nested more than 64 levels deep' "$(head -c 100000 /dev/zero | tr '\0' '[')"
+check deep_value 'deep_value.jsonl:1: JSON nested more than 64 levels deep' "{\"input_ids\": [1, $(head -c 100000 /dev/zero | tr '\0' '[')2$(head -c 100000 /dev/zero | tr '\0' ']')]}"
+check overflow 'overflow.jsonl:2: invalid JSON value: .*number overflow' "$good" '{"input_ids": [1], "loss_mask": [1e400]}'
+check blank_file 'blank_file.jsonl: no samples: the file is empty or holds only blank lines' "" "  "
+: > "$work/empty_file.jsonl"
+LOG="$work/empty_file.log"
+run 2 --model "$model" --data "$work/empty_file.jsonl" --out "$work/out_empty_file"
+expect_failure 3 'empty_file.jsonl: no samples' "$work/out_empty_file"
+# Every bad line of the file, up to 20, in one error.
+many=()
+for i in $(seq 1 25); do many+=("{\"input_ids\": [$((600 + i))]}"); done
+check many 'many.jsonl:1: token id 601 at input_ids\[0\] is outside the vocabulary' "${many[@]}"
+grep -q "many.jsonl:20: token id 620 " "$LOG" || { cat "$LOG"; fail "the 20th bad line is not named"; }
+grep -q "^and 5 more bad lines (25 in all)" "$LOG" || { cat "$LOG"; fail "the count of the others is missing"; }
+if grep -q "many.jsonl:21:" "$LOG"; then fail "more than 20 bad lines named"; fi
+# --data must be a regular file: a directory is named as such, a FIFO is refused without waiting for a writer.
+LOG="$work/data_dir.log"
+run 2 --model "$model" --data "$work" --out "$work/out_data_dir"
+expect_failure 3 "--data $work is a directory" "$work/out_data_dir"
+mkfifo "$work/fifo.jsonl"
+LOG="$work/fifo.log"
+E3_MPIRUN="timeout 120 $E3_MPIRUN" run 2 --model "$model" --data "$work/fifo.jsonl" --out "$work/out_fifo"
+expect_failure 3 "--data $work/fifo.jsonl is not a regular file (a FIFO)" "$work/out_fifo"
 # --on-long error
 printf '%s\n' "$good" '{"input_ids": [1, 2, 3, 4, 5, 6]}' > "$work/long.jsonl"
 LOG="$work/long.log"
@@ -46,3 +76,25 @@ run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --max-s
 expect_failure 2 "--max-tokens-per-step 50 is below --max-seq-len 100" "$work/out_usage"
 run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --expert-dequant fast
 expect_failure 2 "--expert-dequant must be scratch or gemm, not 'fast'" "$work/out_usage"
+# Values that CLI11 alone would take: empty capture ids, zero or negative sizes.
+run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --layers ""
+expect_failure 2 "--layers is empty" "$work/out_usage"
+run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --layers 1,,2
+expect_failure 2 "--layers 1,,2: item 2 is empty" "$work/out_usage"
+run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --tp 0
+expect_failure 2 "--tp must be positive, not 0" "$work/out_usage"
+run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --tp -2
+expect_failure 2 "--tp must be positive, not -2" "$work/out_usage"
+run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --threads 0
+expect_failure 2 "--threads must be positive, not 0" "$work/out_usage"
+run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --threads -1
+expect_failure 2 "--threads must be positive, not -1" "$work/out_usage"
+# More threads than cores: a warning, and the run goes on. --layers given twice adds up.
+LOG="$work/threads.log"
+cores=$(getconf _NPROCESSORS_ONLN)
+run 1 --model "$model" --data "$work/long.jsonl" --out "$work/out_threads" --backend cpu --threads $((cores + 1)) \
+  --layers 2 --layers 4,5
+[ "$RC" -eq 0 ] || { cat "$LOG"; fail "a run with more threads than cores exited $RC"; }
+grep -q "capture ids \[2, 4, 5\]" "$LOG" || { cat "$LOG"; fail "--layers 2 --layers 4,5 is not [2, 4, 5]"; }
+grep -q "warning: --threads $((cores + 1)) on each of the 1 rank of this node is $((cores + 1)) threads for $cores cores" "$LOG" ||
+  { cat "$LOG"; fail "no warning for more threads than cores"; }

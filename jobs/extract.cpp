@@ -464,6 +464,8 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
 
   // The leader collects every group's commits and writes the final manifest.
   const auto gathered = grid.is_writer() ? gather_commits(grid, committed_now) : std::vector<io::CommittedShard>{};
+  int too_many_skipped = 0;  // the leader's verdict on --max-skipped-fraction, shared below
+  std::string skipped_message;
   if (grid.is_leader()) {
     std::map<int64_t, io::CommittedShard> all;
     for (const auto& s : out_state.committed) all[s.shard_index] = s;
@@ -472,10 +474,6 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
     for (auto& [idx, s] : all) manifest.shards.push_back(s);
     manifest.complete = static_cast<int64_t>(all.size()) == manifest.num_shards;
     io::write_manifest(rc.out_dir, manifest);
-    if (stopped_by)
-      spdlog::warn("stopped by signal {} after the current step: what was complete is committed; rerun the same "
-                   "command to resume (exit code {})",
-                   stopped_by, exit_code(ErrorKind::Resumable));
     const double secs = std::chrono::duration<double>(Clock::now() - t_start).count();
     int64_t computed = 0, nonfinite_now = 0, nonfinite_before = 0;
     for (const auto& s : gathered) {
@@ -489,6 +487,35 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
                  computed, plan.samples_committed - nonfinite_before, too_long + nonfinite_now + nonfinite_before,
                  too_long, nonfinite_now + nonfinite_before, manifest.shards.size(), rc.out_dir.string(),
                  manifest.complete ? (rc.part.count > 1 ? "this part complete" : "complete") : "INCOMPLETE", secs);
+    // Last, so that it is the line a user reads, whatever code the launcher returns.
+    if (stopped_by)
+      spdlog::warn("stopped by signal {} ({}) after the current step; what was complete is committed. The run is "
+                   "resumable: rerun the same command to continue (exit code {}; an mpirun that was signalled "
+                   "itself returns 1)",
+                   stopped_by, stop_signal_name(stopped_by), exit_code(ErrorKind::Resumable));
+    // Samples over --max-seq-len are left out by the user's own limit and listed at the start;
+    // non-finite ones are the model's failure, and a run of mostly those is no training data.
+    int64_t part_samples = 0;
+    for (const ShardPlan& s : plan.shards) part_samples += s.end_sample - s.first_sample;
+    const int64_t nonfinite = nonfinite_now + nonfinite_before;
+    if (!stopped_by && static_cast<double>(nonfinite) > rc.max_skipped_fraction * static_cast<double>(part_samples)) {
+      too_many_skipped = 1;
+      skipped_message = fmt::format(
+          "{} of the {} samples{} ({:.1f}%) were left out for non-finite hidden states, more than "
+          "--max-skipped-fraction {} allows: the output in {} is not usable training data as it is. The warnings "
+          "above and the manifest's shards[].skipped name each sample; check the checkpoint, --dtype and the input, "
+          "or rerun the same command with a larger --max-skipped-fraction to accept these samples left out",
+          nonfinite, part_samples, rc.part.count > 1 ? " of this part" : "",
+          100.0 * static_cast<double>(nonfinite) / static_cast<double>(std::max<int64_t>(part_samples, 1)),
+          rc.max_skipped_fraction, rc.out_dir.string());
+    }
+  }
+  E3_MPI_CHECK(MPI_Bcast(&too_many_skipped, 1, MPI_INT, 0, grid.world()));
+  if (too_many_skipped) {
+    if (!grid.is_leader()) throw parallel::PeerFailed{0, exit_code(ErrorKind::NonFinite)};
+    Error e(ErrorKind::NonFinite, skipped_message, __FILE__, __LINE__);
+    e.set_agreed();
+    throw e;
   }
   return stopped_by ? exit_code(ErrorKind::Resumable) : 0;
 }

@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "io/shard_writer.h"
+#include "io/verify.h"
 #include "kernels/error.h"
 
 namespace e3::jobs {
@@ -68,6 +69,9 @@ OutputState prepare_output_dir(const std::filesystem::path& out, const io::RunFi
                "refusing to resume into {}: --data has other samples or lengths than the run that wrote it ({} "
                "vs {})",
                out.string(), m->data_path, data_fingerprint);
+    io::check_manifest_structure(*m, (out / io::manifest_name(part)).string(), ErrorKind::Output,
+                                 "; it was edited or damaged, so a rerun cannot trust it: see `eagle3_extract verify "
+                                 "DIR`, and move the directory aside (or use another --out) to start over");
     for (const io::CommittedShard& s : m->shards) {
       const auto path = out / s.file;
       if (!fs::exists(path) || fs::file_size(path) != s.bytes) {

@@ -331,9 +331,10 @@ void require_complete(const VerifyReport& r, const std::filesystem::path& dir) {
   const std::string parts =
       r.part_count == 1 ? "" : fmt::format(", {} of {} parts present", r.parts, r.part_count);
   E3_THROW(ErrorKind::Verify,
-           "{}: the run is not complete: {} of {} input samples accounted for ({} stored, {} skipped){}; rerun the "
-           "same command (every part) to finish it, or pass --allow-incomplete to check a partial output",
-           dir.string(), r.samples + r.skipped, r.num_samples, r.samples, r.skipped, parts);
+           "{}: the run is not complete: {} of {} input samples accounted for ({} stored, {} skipped){}; rerun {} to "
+           "finish it, or pass --allow-incomplete to check a partial output",
+           dir.string(), r.samples + r.skipped, r.num_samples, r.samples, r.skipped, parts,
+           r.part_count == 1 ? "the same command" : "the command of every part");
 }
 
 VerifyReport verify_output(const std::filesystem::path& dir) {

@@ -501,7 +501,7 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
     if (!stopped_by && static_cast<double>(nonfinite) > rc.max_skipped_fraction * static_cast<double>(part_samples)) {
       too_many_skipped = 1;
       skipped_message = fmt::format(
-          "{} of the {} samples{} ({:.1f}%) were left out for non-finite hidden states, more than "
+          "{} of the {} samples{} ({:.1f}%) were left out (--on-nonfinite skip), more than "
           "--max-skipped-fraction {} allows: the output in {} is not usable training data as it is. The warnings "
           "above and the manifest's shards[].skipped name each sample; check the checkpoint, --dtype and the input, "
           "or rerun the same command with a larger --max-skipped-fraction to accept these samples left out",

@@ -70,8 +70,10 @@ OutputState prepare_output_dir(const std::filesystem::path& out, const io::RunFi
                "vs {})",
                out.string(), m->data_path, data_fingerprint);
     io::check_manifest_structure(*m, (out / io::manifest_name(part)).string(), ErrorKind::Output,
-                                 "; it was edited or damaged, so a rerun cannot trust it: see `eagle3_extract verify "
-                                 "DIR`, and move the directory aside (or use another --out) to start over");
+                                 fmt::format("; it was edited or damaged, so a rerun cannot trust it: see `eagle3_extract "
+                                             "verify {}`, and move the directory aside (or use another --out) to "
+                                             "start over",
+                                             out.string()));
     for (const io::CommittedShard& s : m->shards) {
       const auto path = out / s.file;
       if (!fs::exists(path) || fs::file_size(path) != s.bytes) {

@@ -27,7 +27,7 @@ expect_failure 9 "critical: rank 0: non-finite hidden states: sample 3 ($work/da
 
 LOG="$work/skip.log"
 run 2 "${args[@]}" --out "$work/skip" --on-nonfinite skip
-expect_failure 9 "critical: rank 0: non-finite hidden states: 2 of the 12 samples (16.7%) were left out for non-finite hidden states, more than --max-skipped-fraction 0.01 allows" "$work/none"
+expect_failure 9 "critical: rank 0: non-finite hidden states: 2 of the 12 samples (16.7%) were left out (--on-nonfinite skip), more than --max-skipped-fraction 0.01 allows" "$work/none"
 grep -q "rerun the same command with a larger --max-skipped-fraction" "$LOG" || { cat "$LOG"; fail "no advice"; }
 grep -q "warning: sample 3 ($work/data.jsonl:4, id \"n3\"): infinity in capture id 0 at token 20 of 22, column 0: left out" "$LOG" ||
   { cat "$LOG"; fail "no warning for sample 3"; }
@@ -44,7 +44,7 @@ grep -A3 '"skipped"' "$work/skip/manifest.json" | grep -q '"index": 3' || fail "
 
 LOG="$work/resume.log"
 run 2 "${args[@]}" --out "$work/skip" --on-nonfinite skip
-expect_failure 9 "2 of the 12 samples (16.7%) were left out for non-finite hidden states" "$work/none"
+expect_failure 9 "2 of the 12 samples (16.7%) were left out (--on-nonfinite skip)" "$work/none"
 LOG="$work/accept.log"
 run 2 "${args[@]}" --out "$work/skip" --on-nonfinite skip --max-skipped-fraction 0.2
 [ "$RC" -eq 0 ] || { cat "$LOG"; fail "rerun with --max-skipped-fraction 0.2 exited $RC"; }

@@ -55,7 +55,7 @@ set +e
 rc=$?
 set -e
 [ "$rc" -eq 6 ] || { cat "$work/elsewhere.log"; fail "verify . on a non-output directory: exit $rc, expected 6"; }
-grep -q "critical: verify failed: \. is not an eagle3_extract output directory: no manifest.json and no shard-\*.h5 files" \
+grep -q "critical: rank 0: verify failed: \. is not an eagle3_extract output directory: no manifest.json and no shard-\*.h5 files" \
   "$work/elsewhere.log" || { cat "$work/elsewhere.log"; fail "verify . does not say it is no output directory"; }
 
 # A hand-edited manifest that verify rejects must not let a rerun call the run complete: the

@@ -204,6 +204,24 @@ InjectedFault injected_fault() {
   return f;
 }
 
+// --max-skipped-fraction: the line that ends a run whose samples left out for non-finite
+// states exceed the fraction of this part's samples, or "" when they do not. Samples over
+// --max-seq-len do not count: they follow the user's own limit and are listed at the start;
+// non-finite ones are the model's failure, and a run of mostly those is no training data.
+std::string too_many_skipped_message(const RunConfig& rc, const WorkPlan& plan, int64_t nonfinite) {
+  int64_t part_samples = 0;
+  for (const ShardPlan& s : plan.shards) part_samples += s.end_sample - s.first_sample;
+  if (static_cast<double>(nonfinite) <= rc.max_skipped_fraction * static_cast<double>(part_samples)) return {};
+  return fmt::format(
+      "{} of the {} samples{} ({:.1f}%) were left out (--on-nonfinite skip), more than --max-skipped-fraction {} "
+      "allows: the output in {} is not usable training data as it is. The warnings above and the manifest's "
+      "shards[].skipped name each sample; check the checkpoint, --dtype and the input, or rerun the same command "
+      "with a larger --max-skipped-fraction to accept these samples left out",
+      nonfinite, part_samples, rc.part.count > 1 ? " of this part" : "",
+      100.0 * static_cast<double>(nonfinite) / static_cast<double>(std::max<int64_t>(part_samples, 1)),
+      rc.max_skipped_fraction, rc.out_dir.string());
+}
+
 }  // namespace
 
 int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
@@ -493,22 +511,9 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
                    "resumable: rerun the same command to continue (exit code {}; an mpirun that was signalled "
                    "itself returns 1)",
                    stopped_by, stop_signal_name(stopped_by), exit_code(ErrorKind::Resumable));
-    // Samples over --max-seq-len are left out by the user's own limit and listed at the start;
-    // non-finite ones are the model's failure, and a run of mostly those is no training data.
-    int64_t part_samples = 0;
-    for (const ShardPlan& s : plan.shards) part_samples += s.end_sample - s.first_sample;
-    const int64_t nonfinite = nonfinite_now + nonfinite_before;
-    if (!stopped_by && static_cast<double>(nonfinite) > rc.max_skipped_fraction * static_cast<double>(part_samples)) {
-      too_many_skipped = 1;
-      skipped_message = fmt::format(
-          "{} of the {} samples{} ({:.1f}%) were left out (--on-nonfinite skip), more than "
-          "--max-skipped-fraction {} allows: the output in {} is not usable training data as it is. The warnings "
-          "above and the manifest's shards[].skipped name each sample; check the checkpoint, --dtype and the input, "
-          "or rerun the same command with a larger --max-skipped-fraction to accept these samples left out",
-          nonfinite, part_samples, rc.part.count > 1 ? " of this part" : "",
-          100.0 * static_cast<double>(nonfinite) / static_cast<double>(std::max<int64_t>(part_samples, 1)),
-          rc.max_skipped_fraction, rc.out_dir.string());
-    }
+    else
+      skipped_message = too_many_skipped_message(rc, plan, nonfinite_now + nonfinite_before);
+    too_many_skipped = skipped_message.empty() ? 0 : 1;
   }
   E3_MPI_CHECK(MPI_Bcast(&too_many_skipped, 1, MPI_INT, 0, grid.world()));
   if (too_many_skipped) {

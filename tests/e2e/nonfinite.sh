@@ -42,6 +42,10 @@ h5dump -a /skipped/00000008/reason "$work/skip/shard-000002.h5" | grep -q "infin
   fail "shard 2 does not give the reason for sample 8"
 grep -A3 '"skipped"' "$work/skip/manifest.json" | grep -q '"index": 3' || fail "the manifest does not list sample 3"
 
+LOG="$work/range.log"
+run 2 "${args[@]}" --out "$work/range" --on-nonfinite skip --max-skipped-fraction 1.5
+expect_failure 2 "usage error: --max-skipped-fraction: Value 1.5 not in range" "$work/range"
+
 LOG="$work/resume.log"
 run 2 "${args[@]}" --out "$work/skip" --on-nonfinite skip
 expect_failure 9 "2 of the 12 samples (16.7%) were left out (--on-nonfinite skip)" "$work/none"

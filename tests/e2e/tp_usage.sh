@@ -5,5 +5,5 @@ model="$E3_GOLDEN_DIR/tiny_llama_default"
 work=$(fresh_dir tp_usage)
 LOG="$work/run.log"
 run 2 --model "$model" --data "$model/input.jsonl" --out "$work/out" --tp 4
-expect_failure 2 "critical: usage error: --tp 4 does not divide the 2 MPI ranks of this job" "$work/out"
+expect_failure 2 "usage error: --tp 4 does not divide the 2 MPI ranks of this job" "$work/out"
 [ ! -e "$work/out" ] || fail "--out was created for a refused job"

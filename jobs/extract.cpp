@@ -507,7 +507,7 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
                  manifest.complete ? (rc.part.count > 1 ? "this part complete" : "complete") : "INCOMPLETE", secs);
     // Last, so that it is the line a user reads, whatever code the launcher returns.
     if (stopped_by)
-      spdlog::warn("stopped by signal {} ({}) after the current step; what was complete is committed. The run is "
+      spdlog::warn("stopped by signal {} after the current step ({}); what was complete is committed. The run is "
                    "resumable: rerun the same command to continue (exit code {}; an mpirun that was signalled "
                    "itself returns 1)",
                    stopped_by, stop_signal_name(stopped_by), exit_code(ErrorKind::Resumable));

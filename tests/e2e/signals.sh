@@ -59,7 +59,7 @@ interrupt int INT
 [ "$RC" -eq 75 ] || { cat "$LOG"; fail "SIGINT: exit code $RC, expected 75"; }
 last=$(grep '\[r0/4 ' "$LOG" | tail -1)
 case $last in
-  *"stopped by signal 2 (SIGINT)"*resumable*"rerun the same command"*) ;;
+  *"stopped by signal 2 after the current step (SIGINT)"*resumable*"rerun the same command"*) ;;
   *) cat "$LOG"; fail "the leader's last line after SIGINT does not say resumable and how to rerun: $last" ;;
 esac
 if compgen -G "$work/int/*.tmp.*" > /dev/null; then ls "$work/int"; fail "SIGINT left temporary files"; fi

@@ -50,6 +50,11 @@ Request parse_command_line(int argc, char** argv) {
                  "a sample whose captured states hold NaN/Inf: error (stop the job, naming it) | skip (leave it out, "
                  "list it in its shard and the manifest, count it)")
       ->capture_default_str();
+  app.add_option("--max-skipped-fraction", rc.max_skipped_fraction,
+                 "at the end of a run (and of a rerun), exit 9 when more than this fraction of the samples (of "
+                 "this --part) were left out for non-finite states by --on-nonfinite skip")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--max-tokens-per-step", rc.max_tokens_per_step,
                  "token budget of one packed forward step (at least --max-seq-len)")
       ->capture_default_str();
@@ -82,6 +87,9 @@ Request parse_command_line(int argc, char** argv) {
   auto* verify = app.add_subcommand("verify", "check an output directory; non-zero exit naming the first problem");
   std::string verify_dir;
   verify->add_option("DIR", verify_dir, "output directory")->required();
+  verify->add_flag("--allow-incomplete", req.verify_allow_incomplete,
+                   "pass (exit 0) on a run that is not complete yet, checking what is there; without it an "
+                   "incomplete run exits 6");
 
   auto* info = app.add_subcommand("info", "print the model config, default capture ids and memory per rank");
   std::string info_dir;

@@ -16,6 +16,7 @@ struct Request {
   Command command = Command::Run;
   jobs::RunConfig run;
   std::filesystem::path verify_dir;
+  bool verify_allow_incomplete = false;  // verify --allow-incomplete: a partial run passes
   jobs::InfoOptions info;
   jobs::BenchOptions bench;
   std::string help_text;  // for Command::Help

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -50,6 +51,7 @@ int run(int argc, char** argv, const e3::parallel::MpiEnv& mpi) {
       return 0;
     }
     const e3::io::VerifyReport r = e3::io::verify_output(req.verify_dir);
+    if (!req.verify_allow_incomplete) e3::io::require_complete(r, req.verify_dir);
     const std::string parts =
         r.part_count == 1 ? "" : fmt::format(", {} of {} parts present", r.parts, r.part_count);
     const std::string unlisted =
@@ -70,7 +72,17 @@ int run(int argc, char** argv, const e3::parallel::MpiEnv& mpi) {
   }
   const e3::jobs::RunConfig& rc = req.run;
   const auto level = e3::jobs::parse_log_level(rc.log_level);
-  e3::parallel::Grid grid(rc.tp);
+  // Every rank sees the same --tp and world size, so a grid that does not divide them is a
+  // usage error on every rank alike, found before any collective: rank 0 says it once.
+  std::optional<e3::parallel::Grid> grid_holder;
+  try {
+    grid_holder.emplace(rc.tp);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Usage) throw;
+    if (mpi.world_rank() == 0) spdlog::critical("{}", e.describe());
+    return e3::exit_code(e.kind());
+  }
+  const e3::parallel::Grid& grid = *grid_holder;
   e3::jobs::install_rank_logger(
       grid.tag(), level,
       rc.log_dir.empty() ? std::filesystem::path()

@@ -62,6 +62,7 @@ class Verifier {
 
   void manifest(const Manifest& m) {
     const std::string manifest_file = manifest_name(m.part);
+    check_manifest_structure(m, (dir_ / manifest_file).string(), ErrorKind::Verify);
     ++report_.parts;
     part_complete_[m.part.index] = m.complete;
     all_complete_ = all_complete_ && m.complete;
@@ -243,7 +244,98 @@ class Verifier {
   std::vector<float> buf_;
 };
 
+// Samples [first, end) of shard `index`: the plan cuts the input into runs of
+// samples_per_shard in order.
+struct ShardRange {
+  int64_t first = 0, end = 0;
+};
+ShardRange shard_range(int64_t index, int64_t samples_per_shard, int64_t num_samples) {
+  const int64_t first = index * samples_per_shard;
+  return {first, std::min(num_samples, first + samples_per_shard)};
+}
+
 }  // namespace
+
+void check_manifest_structure(const Manifest& m, const std::string& where, ErrorKind kind, std::string_view advice) {
+  const auto fail = [&](const std::string& problem) { E3_THROW(kind, "{}: {}{}", where, problem, advice); };
+  const int64_t n = m.num_samples;
+  if (n <= 0) fail(fmt::format("num_samples is {}", n));
+
+  // Identity first: what is listed twice or lies outside the input.
+  std::map<int64_t, std::string> stored, skipped;  // sample -> the shard (or list) naming it
+  std::set<std::string> files;
+  std::set<int64_t> indices;
+  const auto note_skipped = [&](const SkippedSample& sk, const std::string& in) {
+    if (sk.index < 0 || sk.index >= n) fail(fmt::format("skipped sample {} is outside the input ({} samples)", sk.index, n));
+    const auto [it, fresh] = skipped.emplace(sk.index, in);
+    if (!fresh) fail(fmt::format("sample {:08d} is listed as skipped twice: in {} and {}", sk.index, it->second, in));
+  };
+  for (const SkippedSample& sk : m.skipped) note_skipped(sk, "the top-level skipped list");
+  for (const CommittedShard& s : m.shards) {
+    if (!m.part.owns(s.shard_index)) fail(fmt::format("lists {}, which belongs to another part", s.file));
+    if (!files.insert(s.file).second) fail(fmt::format("lists {} twice", s.file));
+    if (!indices.insert(s.shard_index).second) fail(fmt::format("lists shard_index {} twice", s.shard_index));
+    for (int64_t idx : s.samples) {
+      if (idx < 0 || idx >= n) fail(fmt::format("{} holds sample {}, but the input has {} samples", s.file, idx, n));
+      const auto [it, fresh] = stored.emplace(idx, s.file);
+      if (!fresh) fail(fmt::format("sample {:08d} appears twice: in {} and {}", idx, it->second, s.file));
+    }
+    for (const SkippedSample& sk : s.skipped) note_skipped(sk, s.file);
+  }
+  for (const auto& [idx, in] : skipped)
+    if (stored.count(idx))
+      fail(fmt::format("sample {:08d} is listed as skipped ({}) but is stored in {}", idx, in, stored[idx]));
+
+  // Placement: each shard's name and samples follow from its index, as the plan made them.
+  const int64_t per_shard = m.fingerprint.samples_per_shard;
+  if (per_shard <= 0) fail(fmt::format("samples_per_shard is {}", per_shard));
+  const int64_t shard_count = (n + per_shard - 1) / per_shard;
+  for (const CommittedShard& s : m.shards) {
+    if (s.shard_index < 0 || s.shard_index >= shard_count)
+      fail(fmt::format("{} has shard_index {}, but {} samples make shards 0 to {}", s.file, s.shard_index, n,
+                       shard_count - 1));
+    if (s.file != shard_file_name(s.shard_index))
+      fail(fmt::format("{} has shard_index {}, which is the index of {}", s.file, s.shard_index,
+                       shard_file_name(s.shard_index)));
+    const ShardRange r = shard_range(s.shard_index, per_shard, n);
+    const auto check_in_range = [&](int64_t idx) {
+      if (idx < r.first || idx >= r.end)
+        fail(fmt::format("{} (samples {} to {}) lists sample {:08d}, which belongs in {}", s.file, r.first, r.end - 1,
+                         idx, shard_file_name(idx / per_shard)));
+    };
+    for (int64_t idx : s.samples) check_in_range(idx);
+    for (const SkippedSample& sk : s.skipped) check_in_range(sk.index);
+  }
+  for (const SkippedSample& sk : m.skipped)
+    if (!m.part.owns(sk.index / per_shard))
+      fail(fmt::format("skipped sample {:08d} belongs to {}, another part's shard", sk.index,
+                       shard_file_name(sk.index / per_shard)));
+
+  // A manifest that says complete accounts for every sample of its part.
+  int64_t part_shards = 0;
+  for (int64_t i = m.part.index; i < shard_count; i += m.part.count) ++part_shards;
+  if (m.num_shards != part_shards)
+    fail(fmt::format("num_shards is {}, but {} samples in shards of {} make {} for part {}/{}", m.num_shards, n,
+                     per_shard, part_shards, m.part.index, m.part.count));
+  if (!m.complete) return;
+  for (int64_t i = m.part.index; i < shard_count; i += m.part.count) {
+    const ShardRange r = shard_range(i, per_shard, n);
+    for (int64_t idx = r.first; idx < r.end; ++idx)
+      if (!stored.count(idx) && !skipped.count(idx))
+        fail(fmt::format("says complete, but sample {:08d} is neither stored nor listed as skipped", idx));
+  }
+}
+
+void require_complete(const VerifyReport& r, const std::filesystem::path& dir) {
+  if (r.complete) return;
+  const std::string parts =
+      r.part_count == 1 ? "" : fmt::format(", {} of {} parts present", r.parts, r.part_count);
+  E3_THROW(ErrorKind::Verify,
+           "{}: the run is not complete: {} of {} input samples accounted for ({} stored, {} skipped){}; rerun {} to "
+           "finish it, or pass --allow-incomplete to check a partial output",
+           dir.string(), r.samples + r.skipped, r.num_samples, r.samples, r.skipped, parts,
+           r.part_count == 1 ? "the same command" : "the command of every part");
+}
 
 VerifyReport verify_output(const std::filesystem::path& dir) {
   silence_hdf5_errors();
@@ -255,7 +347,17 @@ VerifyReport verify_output(const std::filesystem::path& dir) {
   } catch (const Error& e) {
     E3_THROW(ErrorKind::Verify, "{}", e.what());
   }
-  E3_VERIFY(!manifests.empty(), "{}: no {} (the run did not finish its first commit)", dir.string(), kManifestName);
+  if (manifests.empty()) {
+    bool has_shards = false;
+    for (const auto& entry : std::filesystem::directory_iterator(dir))
+      has_shards = has_shards || entry.path().filename().string().rfind("shard-", 0) == 0;
+    E3_VERIFY(has_shards,
+              "{} is not an eagle3_extract output directory: no {} and no shard-*.h5 files (give the --out "
+              "directory of a run)",
+              dir.string(), kManifestName);
+    E3_THROW(ErrorKind::Verify, "{}: no {} beside its shard files (the run did not finish its first commit)",
+             dir.string(), kManifestName);
+  }
   const Manifest& first = manifests.front();
   for (const Manifest& m : manifests) {
     const std::string a = manifest_name(first.part), b = manifest_name(m.part);

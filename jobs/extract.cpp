@@ -205,6 +205,24 @@ InjectedFault injected_fault() {
   return f;
 }
 
+// --max-skipped-fraction: the line that ends a run whose samples left out for non-finite
+// states exceed the fraction of this part's samples, or "" when they do not. Samples over
+// --max-seq-len do not count: they follow the user's own limit and are listed at the start;
+// non-finite ones are the model's failure, and a run of mostly those is no training data.
+std::string too_many_skipped_message(const RunConfig& rc, const WorkPlan& plan, int64_t nonfinite) {
+  int64_t part_samples = 0;
+  for (const ShardPlan& s : plan.shards) part_samples += s.end_sample - s.first_sample;
+  if (static_cast<double>(nonfinite) <= rc.max_skipped_fraction * static_cast<double>(part_samples)) return {};
+  return fmt::format(
+      "{} of the {} samples{} ({:.1f}%) were left out (--on-nonfinite skip), more than --max-skipped-fraction {} "
+      "allows: the output in {} is not usable training data as it is. The warnings above and the manifest's "
+      "shards[].skipped name each sample; check the checkpoint, --dtype and the input, or rerun the same command "
+      "with a larger --max-skipped-fraction to accept these samples left out",
+      nonfinite, part_samples, rc.part.count > 1 ? " of this part" : "",
+      100.0 * static_cast<double>(nonfinite) / static_cast<double>(std::max<int64_t>(part_samples, 1)),
+      rc.max_skipped_fraction, rc.out_dir.string());
+}
+
 // A rerun with every shard of this part committed: says so without loading anything, after
 // marking the manifest complete if the run that wrote the last shard could not.
 void finish_without_work(const RunConfig& rc, const OutputState& out_state, const WorkPlan& plan,
@@ -221,6 +239,9 @@ void finish_without_work(const RunConfig& rc, const OutputState& out_state, cons
                "now, {} done before, {} skipped ({} over --max-seq-len, {} with non-finite states)",
                plan.shards.size(), rc.out_dir.string(), rc.part.count > 1 ? "this part complete" : "complete",
                plan.samples_committed - nonfinite, too_long + nonfinite, too_long, nonfinite);
+  // Nothing to compute does not make the output usable: the verdict of the run that wrote it stands.
+  const std::string too_many = too_many_skipped_message(rc, plan, nonfinite);
+  E3_REQUIRE(too_many.empty(), ErrorKind::NonFinite, "{}", too_many);
 }
 
 }  // namespace
@@ -503,6 +524,8 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
 
   // The leader collects every group's commits and writes the final manifest.
   const auto gathered = grid.is_writer() ? gather_commits(grid, committed_now) : std::vector<io::CommittedShard>{};
+  int too_many_skipped = 0;  // the leader's verdict on --max-skipped-fraction, shared below
+  std::string skipped_message;
   if (grid.is_leader()) {
     std::map<int64_t, io::CommittedShard> all;
     for (const auto& s : out_state.committed) all[s.shard_index] = s;
@@ -511,10 +534,6 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
     for (auto& [idx, s] : all) manifest.shards.push_back(s);
     manifest.complete = static_cast<int64_t>(all.size()) == manifest.num_shards;
     io::write_manifest(rc.out_dir, manifest);
-    if (stopped_by)
-      spdlog::warn("stopped by signal {} after the current step: what was complete is committed; rerun the same "
-                   "command to resume (exit code {})",
-                   stopped_by, exit_code(ErrorKind::Resumable));
     const double secs = std::chrono::duration<double>(Clock::now() - t_start).count();
     int64_t computed = 0, nonfinite_now = 0, nonfinite_before = 0;
     for (const auto& s : gathered) {
@@ -528,6 +547,22 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
                  computed, plan.samples_committed - nonfinite_before, too_long + nonfinite_now + nonfinite_before,
                  too_long, nonfinite_now + nonfinite_before, manifest.shards.size(), rc.out_dir.string(),
                  manifest.complete ? (rc.part.count > 1 ? "this part complete" : "complete") : "INCOMPLETE", secs);
+    // Last, so that it is the line a user reads, whatever code the launcher returns.
+    if (stopped_by)
+      spdlog::warn("stopped by signal {} after the current step ({}); what was complete is committed. The run is "
+                   "resumable: rerun the same command to continue (exit code {}; an mpirun that was signalled "
+                   "itself returns 1)",
+                   stopped_by, stop_signal_name(stopped_by), exit_code(ErrorKind::Resumable));
+    else
+      skipped_message = too_many_skipped_message(rc, plan, nonfinite_now + nonfinite_before);
+    too_many_skipped = skipped_message.empty() ? 0 : 1;
+  }
+  E3_MPI_CHECK(MPI_Bcast(&too_many_skipped, 1, MPI_INT, 0, grid.world()));
+  if (too_many_skipped) {
+    if (!grid.is_leader()) throw parallel::PeerFailed{0, exit_code(ErrorKind::NonFinite)};
+    Error e(ErrorKind::NonFinite, skipped_message, __FILE__, __LINE__);
+    e.set_agreed();
+    throw e;
   }
   return stopped_by ? exit_code(ErrorKind::Resumable) : 0;
 }

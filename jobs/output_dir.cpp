@@ -19,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "io/shard_writer.h"
+#include "io/verify.h"
 #include "kernels/error.h"
 
 namespace e3::jobs {
@@ -158,6 +159,11 @@ OutputState prepare_output_dir(const std::filesystem::path& out, const io::RunFi
                "refusing to resume into {}: --data has other samples or lengths than the run that wrote it ({} "
                "vs {})",
                out.string(), m->data_path, data_fingerprint);
+    io::check_manifest_structure(*m, (out / io::manifest_name(part)).string(), ErrorKind::Output,
+                                 fmt::format("; it was edited or damaged, so a rerun cannot trust it: see `eagle3_extract "
+                                             "verify {}`, and move the directory aside (or use another --out) to "
+                                             "start over",
+                                             out.string()));
     for (const io::CommittedShard& s : m->shards) {
       const auto path = out / s.file;
       const std::optional<uint64_t> size = plain_file_size(path);

@@ -41,6 +41,7 @@ struct RunConfig {
   int64_t max_seq_len = 8192;
   io::OnLong on_long = io::OnLong::Skip;
   OnNonfinite on_nonfinite = OnNonfinite::Error;
+  double max_skipped_fraction = 0.01;      // of the part's samples, left out for non-finite states
   int64_t max_tokens_per_step = 16384;
   int64_t samples_per_shard = 1000;
   std::string log_level = "info";

@@ -23,8 +23,20 @@ void install_stop_handlers() {
   sa.sa_flags = SA_RESTART;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGUSR1, &sa, nullptr);
+  // Also where a launcher or a non-interactive shell started the rank with SIGINT ignored:
+  // Ctrl-C on a rank must stop it cleanly rather than leave it to be killed mid-write.
+  sigaction(SIGINT, &sa, nullptr);
 }
 
 int stop_signal() { return pending(); }
+
+const char* stop_signal_name(int sig) {
+  switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGUSR1: return "SIGUSR1";
+    default: return "a signal";
+  }
+}
 
 }  // namespace e3::jobs

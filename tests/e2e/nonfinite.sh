@@ -2,7 +2,9 @@
 # the embedding row of token 500 is set to +inf, so exactly the samples holding token 500
 # (samples 3 and 8) turn non-finite. --on-nonfinite error (the default) stops the job naming
 # the first; skip leaves both out, lists them in their shards and the manifest, counts them,
-# and a resume keeps the count.
+# and a resume keeps the count. 2 of 12 left out is more than --max-skipped-fraction allows
+# (0.01 by default): such a run, and its rerun, end with exit 9 instead of "complete"; a rerun
+# with a larger fraction accepts them.
 source "$(dirname "$0")/lib.sh"
 work=$(fresh_dir nonfinite)
 model="$work/model"
@@ -21,11 +23,12 @@ LOG="$work/error.log"
 run 2 "${args[@]}" --out "$work/error"
 expect_failure 9 "critical: rank 0: non-finite hidden states: sample 3 ($work/data.jsonl:4, id \"n3\"): infinity in capture id 0 at token 20 of 22, column 0; nothing of it was written (--on-nonfinite skip would leave it out" "$work/error/none"
 # Shards complete before sample 3 stay committed; none holds a non-finite value.
-"$E3_BIN" verify "$work/error" > /dev/null || fail "verify after the non-finite stop"
+"$E3_BIN" verify --allow-incomplete "$work/error" > /dev/null || fail "verify after the non-finite stop"
 
 LOG="$work/skip.log"
 run 2 "${args[@]}" --out "$work/skip" --on-nonfinite skip
-[ "$RC" -eq 0 ] || { cat "$LOG"; fail "--on-nonfinite skip exited $RC"; }
+expect_failure 9 "critical: rank 0: non-finite hidden states: 2 of the 12 samples (16.7%) were left out (--on-nonfinite skip), more than --max-skipped-fraction 0.01 allows" "$work/none"
+grep -q "rerun the same command with a larger --max-skipped-fraction" "$LOG" || { cat "$LOG"; fail "no advice"; }
 grep -q "warning: sample 3 ($work/data.jsonl:4, id \"n3\"): infinity in capture id 0 at token 20 of 22, column 0: left out" "$LOG" ||
   { cat "$LOG"; fail "no warning for sample 3"; }
 grep -q "warning: sample 8 " "$LOG" || { cat "$LOG"; fail "no warning for sample 8"; }
@@ -39,8 +42,15 @@ h5dump -a /skipped/00000008/reason "$work/skip/shard-000002.h5" | grep -q "infin
   fail "shard 2 does not give the reason for sample 8"
 grep -A3 '"skipped"' "$work/skip/manifest.json" | grep -q '"index": 3' || fail "the manifest does not list sample 3"
 
+LOG="$work/range.log"
+run 2 "${args[@]}" --out "$work/range" --on-nonfinite skip --max-skipped-fraction 1.5
+expect_failure 2 "usage error: --max-skipped-fraction: Value 1.5 not in range" "$work/range"
+
 LOG="$work/resume.log"
 run 2 "${args[@]}" --out "$work/skip" --on-nonfinite skip
-[ "$RC" -eq 0 ] || { cat "$LOG"; fail "rerun exited $RC"; }
+expect_failure 9 "2 of the 12 samples (16.7%) were left out (--on-nonfinite skip)" "$work/none"
+LOG="$work/accept.log"
+run 2 "${args[@]}" --out "$work/skip" --on-nonfinite skip --max-skipped-fraction 0.2
+[ "$RC" -eq 0 ] || { cat "$LOG"; fail "rerun with --max-skipped-fraction 0.2 exited $RC"; }
 grep -q "done: 0 samples computed now, 10 done before, 2 skipped (0 over --max-seq-len, 2 with non-finite states)" "$LOG" ||
   { cat "$LOG"; fail "the resumed summary lost the skipped samples"; }

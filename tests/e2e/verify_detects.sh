@@ -30,3 +30,53 @@ damaged stray; cp "$work/good/shard-000000.h5" "$work/stray/shard-000009.h5"
 expect_verify_fails stray "shard-000009.h5: a shard file that no manifest lists"
 damaged nomanifest; rm "$work/nomanifest/manifest.json"
 expect_verify_fails nomanifest "no manifest.json"
+
+# A partial run is not a pass: `verify && train` must not train on part of the data.
+damaged partial
+python3 - "$work/partial/manifest.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["complete"] = False
+m["shards"] = [s for s in m["shards"] if s["shard_index"] != 2]
+json.dump(m, open(sys.argv[1], "w"), indent=1)
+PY
+rm "$work/partial/shard-000002.h5"
+expect_verify_fails partial "the run is not complete: 6 of 8 input samples accounted for (6 stored, 0 skipped); rerun the same command"
+"$E3_BIN" verify --allow-incomplete "$work/partial" > "$work/partial.allowed.log" 2>&1 ||
+  { cat "$work/partial.allowed.log"; fail "verify --allow-incomplete failed on a partial run"; }
+grep -q "6 of 8 input samples accounted for (run not complete)" "$work/partial.allowed.log" ||
+  { cat "$work/partial.allowed.log"; fail "verify --allow-incomplete does not say the run is partial"; }
+
+# A directory that is no output directory at all is called that, not a broken run.
+mkdir -p "$work/elsewhere"
+echo notes > "$work/elsewhere/notes.txt"
+set +e
+(cd "$work/elsewhere" && "$E3_BIN" verify .) > "$work/elsewhere.log" 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 6 ] || { cat "$work/elsewhere.log"; fail "verify . on a non-output directory: exit $rc, expected 6"; }
+grep -q "critical: rank 0: verify failed: \. is not an eagle3_extract output directory: no manifest.json and no shard-\*.h5 files" \
+  "$work/elsewhere.log" || { cat "$work/elsewhere.log"; fail "verify . does not say it is no output directory"; }
+
+# A hand-edited manifest that verify rejects must not let a rerun call the run complete: the
+# rerun refuses (exit 5), naming the problem, before any compute.
+rerun_refused() {  # rerun_refused NAME PATTERN PYTHON-EDIT
+  damaged "$1"
+  python3 - "$work/$1/manifest.json" "$3" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+exec(sys.argv[2])
+json.dump(m, open(sys.argv[1], "w"), indent=1)
+PY
+  expect_verify_fails "$1" .
+  LOG="$work/$1.rerun.log"
+  run 2 --model "$model" --data "$model/input.jsonl" --out "$work/$1" --samples-per-shard 3
+  expect_failure 5 "$2" "$work/none"
+  grep -q "critical: .*eagle3_extract verify.*move the directory aside" "$LOG" || { cat "$LOG"; fail "$1: no advice"; }
+  grep -q "ready on" "$LOG" && { cat "$LOG"; fail "$1: the model was loaded before the refusal"; }
+  return 0
+}
+rerun_refused twice "output error: .*manifest.json: sample 00000002 appears twice: in shard-000000.h5 and shard-000001.h5" \
+  'm["shards"][1]["samples"].insert(0, 2)'
+rerun_refused swapped "output error: .*manifest.json: shard-000000.h5 has shard_index 1, which is the index of shard-000001.h5" \
+  'a, b = m["shards"][0], m["shards"][1]; a["shard_index"], b["shard_index"] = b["shard_index"], a["shard_index"]'

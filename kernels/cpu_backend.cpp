@@ -41,6 +41,7 @@ class CpuBackend final : public Backend {
     E3_REQUIRE(dst.contiguous(), ErrorKind::Internal, "upload to strided {}", dst.shape_str());
     std::memcpy(dst.data, host, dst.bytes());
   }
+  bool memory_on_host() const override { return true; }
   void download_float(Tensor src, float* host) override {
     const size_t elem = dtype_size(src.dtype);
     for (int64_t r = 0; r < src.rows; ++r)

@@ -350,14 +350,17 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
     backend = make_backend(rc, grid);
     comm = make_communicator(rc, grid, *backend);
     const auto t0 = Clock::now();
+    const uint64_t read0 = ckpt->bytes_read();
     model = model::load_model(mc, *ckpt, *backend, *comm, mo);
+    const double load_s = std::chrono::duration<double>(Clock::now() - t0).count();
     const std::string held =
         mc.quant.method == model::QuantConfig::Method::None ? ""
         : backend->keeps_weights_quantized()              ? fmt::format(" ({} held quantized)", mc.quant.describe())
                                                            : fmt::format(" ({} dequantized at load)", mc.quant.describe());
-    spdlog::info("ready on {}: {:.1f} MiB of weights{} loaded in {:.2f} s, workspace {:.1f} MiB",
-                 backend->device_description(), model->weight_bytes() / 1048576.0, held,
-                 std::chrono::duration<double>(Clock::now() - t0).count(), model->workspace_bytes() / 1048576.0);
+    spdlog::info("ready on {}: {:.1f} MiB of weights{} loaded in {:.2f} s ({:.3g} GB read at {:.2f} GB/s), "
+                 "workspace {:.1f} MiB", backend->device_description(), model->weight_bytes() / 1048576.0, held,
+                 load_s, (ckpt->bytes_read() - read0) / 1e9, (ckpt->bytes_read() - read0) / 1e9 / std::max(load_s, 1e-9),
+                 model->workspace_bytes() / 1048576.0);
   });
   // Every check has passed: from here on the directory holds this run.
   agreed_phase(grid, [&] {

@@ -107,6 +107,15 @@ class Backend {
   virtual void upload_float(Tensor dst, const float* host) = 0;
   // Host -> backend, raw bytes of the same dtype (dst must be contiguous).
   virtual void upload_raw(Tensor dst, const void* host) = 0;
+  // Host -> backend, `bytes` raw bytes, on a side stream once all work issued so far is done;
+  // returns a ticket for wait_ticket, until which `host` must stay untouched. From pinned
+  // memory (allocate_host) the copy overlaps whatever the host does next. Here: at once.
+  virtual uint64_t upload_raw_async(void* dst, const void* host, size_t bytes) {
+    upload_raw(Tensor{dst, DType::U8, 1, static_cast<int64_t>(bytes)}, host);
+    return 0;
+  }
+  // Whether allocate() returns host memory that the caller may write directly (the CPU).
+  virtual bool memory_on_host() const { return false; }
   // Backend -> host as float, for any dtype and stride.
   virtual void download_float(Tensor src, float* host) = 0;
   // Waits until all work issued so far is done.

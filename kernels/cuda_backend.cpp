@@ -260,6 +260,20 @@ class CudaBackend final : public Backend {
     tk.ticket = ticket;
     return ticket;
   }
+  uint64_t upload_raw_async(void* dst, const void* src, size_t bytes) override {
+    const uint64_t ticket = next_ticket_++;
+    Ticket& tk = tickets_[ticket % tickets_.size()];
+    if (tk.used) E3_CUDA_CHECK(cudaEventSynchronize(tk.done));
+    // After the work issued so far (the destination may have been in use), and on the side
+    // stream so that the next host read overlaps this copy.
+    E3_CUDA_CHECK(cudaEventRecord(tk.ready, stream_));
+    E3_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, tk.ready, 0));
+    E3_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, copy_stream_));
+    E3_CUDA_CHECK(cudaEventRecord(tk.done, copy_stream_));
+    tk.used = true;
+    tk.ticket = ticket;
+    return ticket;
+  }
   void wait_ticket(uint64_t ticket) override {
     Ticket& tk = tickets_[ticket % tickets_.size()];
     if (tk.used && tk.ticket == ticket) E3_CUDA_CHECK(cudaEventSynchronize(tk.done));

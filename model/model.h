@@ -32,6 +32,7 @@ struct ModelOptions {
   int tp_size = 1;
   int64_t max_tokens = 0;   // token budget of one step: sizes the workspace
   int64_t max_seq_len = 0;  // longest sequence: sizes the RoPE tables
+  int load_threads = 0;     // threads reading the checkpoint; 0: model::default_load_threads()
 };
 
 class Model {

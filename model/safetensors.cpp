@@ -1,5 +1,6 @@
 #include "model/safetensors.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -122,8 +123,12 @@ MappedFile::~MappedFile() {
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
 
-SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path), map_(path) {
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path)
+    : path_(path), map_(path), fd_(path, ErrorKind::Model) {
   const std::string where = path.string();
+  // As for the map: a rank reads a scattered subset, so readahead would pull in other ranks'
+  // bytes; each pread asks for exactly the bytes it needs.
+  ::posix_fadvise(fd_.fd(), 0, 0, POSIX_FADV_RANDOM);
   E3_REQUIRE(map_.size() >= 8, ErrorKind::Model, "{}: truncated file ({} bytes, no header)", where, map_.size());
   uint64_t header_len = 0;
   std::memcpy(&header_len, map_.data(), 8);  // little-endian on every platform we build for

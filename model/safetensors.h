@@ -1,6 +1,7 @@
 // Safetensors checkpoints: a single file or shards listed by model.safetensors.index.json.
-// Files are memory-mapped read-only; a tensor's bytes are touched only when a slice of it
-// is read, so a rank pages in only what it loads.
+// Files are memory-mapped read-only and also held open for positioned reads (no readahead);
+// a tensor's bytes are touched only when a slice of it is read, so a rank pages in only what
+// it loads.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
+
+#include "kernels/json_read.h"
 
 namespace e3::model {
 
@@ -62,12 +65,17 @@ class SafetensorsFile {
   // The first byte of a tensor's data.
   const uint8_t* data(const TensorInfo& t) const { return map_.data() + data_start_ + t.begin; }
   const MappedFile& map() const { return map_; }
+  // For pread: a descriptor opened for random access (so the kernel reads exactly the ranges
+  // asked for), and where a tensor's data starts in the file.
+  int fd() const { return fd_.fd(); }
+  uint64_t file_offset(const TensorInfo& t) const { return data_start_ + t.begin; }
 
  private:
   void read_entries(const nlohmann::json& header, uint64_t data_len);
 
   std::filesystem::path path_;
   MappedFile map_;
+  kernels::RegularFile fd_;
   uint64_t data_start_ = 0;
   std::map<std::string, TensorInfo> tensors_;
 };
@@ -85,12 +93,16 @@ class Checkpoint {
   // A fingerprint of what the checkpoint holds: tensor names, dtypes and shapes.
   std::string fingerprint() const;
   std::vector<std::string> names() const;
+  // Bytes of tensor data read from the checkpoint so far (by the weight loader).
+  uint64_t bytes_read() const { return bytes_read_; }
+  void count_read(uint64_t bytes) const { bytes_read_ += bytes; }
 
  private:
   std::filesystem::path dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, size_t> owner_;  // tensor name -> index in files_
   std::string searched_;                 // for messages: the file name(s) looked in
+  mutable uint64_t bytes_read_ = 0;
 };
 
 }  // namespace e3::model

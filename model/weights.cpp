@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <utility>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -94,36 +95,97 @@ void WeightLoader::load_into(const WeightSpec& spec, kernels::Tensor dst) {
   if (!ckpt_ || rows == 0 || cols == 0) return;
 
   const std::string name = prefix_ + spec.name;
+  E3_REQUIRE(dst.contiguous(), ErrorKind::Internal, "weight destination {} is strided", dst.shape_str());
+  if (ckpt_->contains(name)) {
+    const TensorInfo& info = ckpt_->require(name);
+    const SafetensorsFile& file = ckpt_->file_of(name);
+    E3_REQUIRE(info.shape == spec.shape, ErrorKind::Model, "tensor '{}' in {} has shape {}, expected [{}]", name,
+               file.path().string(), info.shape_str(), fmt::join(spec.shape, ", "));
+    std::optional<kernels::DType> src_type;
+    switch (info.dtype) {
+      case StDType::F32: src_type = kernels::DType::F32; break;
+      case StDType::BF16: src_type = kernels::DType::BF16; break;
+      case StDType::F16: src_type = kernels::DType::F16; break;
+      default: break;
+    }
+    // Only the slice's bytes are read: a rank never touches another rank's bytes of a split
+    // tensor, and a dtype that matches is never converted.
+    if (src_type) {
+      const ByteBlock block = slice_block(file, info, spec.full_cols(), spec.row_begin, rows, spec.col_begin, cols);
+      if (*src_type == dst.dtype) return read_raw(file, block, dst.data);
+      ckpt_->count_read(block.bytes());
+      if (backend_.memory_on_host() && dst.dtype == kernels::DType::F32)
+        return pool().read(file.fd(), file.path().string(), block, dst.data, true, *src_type);
+      staging_.resize(static_cast<size_t>(rows * cols));
+      pool().read(file.fd(), file.path().string(), block, staging_.data(), true, *src_type);
+      return backend_.upload_float(dst, staging_.data());
+    }
+  }
   staging_.resize(static_cast<size_t>(rows * cols));
   if (!dequantize_slice(spec, name)) {
     const TensorInfo& info = ckpt_->require(name);
     const SafetensorsFile& file = ckpt_->file_of(name);
     E3_REQUIRE(info.shape == spec.shape, ErrorKind::Model, "tensor '{}' in {} has shape {}, expected [{}]", name,
                file.path().string(), info.shape_str(), fmt::join(spec.shape, ", "));
-    kernels::DType src_type;
-    switch (info.dtype) {
-      case StDType::F32: src_type = kernels::DType::F32; break;
-      case StDType::BF16: src_type = kernels::DType::BF16; break;
-      case StDType::F16: src_type = kernels::DType::F16; break;
-      default:
-        E3_THROW(ErrorKind::Model, "tensor '{}' in {} has dtype {}; expected BF16, F16 or F32", name,
-                 file.path().string(), st_dtype_name(info.dtype));
-    }
-    // Only the slice's rows are read from the map: a rank never touches another rank's bytes
-    // of a row-split tensor.
-    const size_t elem = st_dtype_size(info.dtype);
-    const uint8_t* base = file.data(info);
-    const uint8_t* first = base + static_cast<size_t>(spec.row_begin * spec.full_cols() + spec.col_begin) * elem;
-    const size_t span = static_cast<size_t>(((rows - 1) * spec.full_cols() + cols)) * elem;
-    file.map().will_need(first, span);
-    for (int64_t r = 0; r < rows; ++r) {
-      const uint8_t* src = base + (static_cast<size_t>((spec.row_begin + r) * spec.full_cols() + spec.col_begin)) * elem;
-      kernels::convert_to_float(src, src_type, staging_.data() + r * cols, static_cast<size_t>(cols));
-    }
-    file.map().done_with(first, span);
+    E3_THROW(ErrorKind::Model, "tensor '{}' in {} has dtype {}; expected BF16, F16 or F32", name,
+             file.path().string(), st_dtype_name(info.dtype));
   }
-  E3_REQUIRE(dst.contiguous(), ErrorKind::Internal, "weight destination {} is strided", dst.shape_str());
   backend_.upload_float(dst, staging_.data());
+}
+
+WeightLoader::~WeightLoader() {
+  try {
+    finish();
+  } catch (...) {  // a failing device already fails the load; the buffers must not go first
+  }
+}
+
+void WeightLoader::finish() {
+  for (StagingSlot& s : ring_) backend_.wait_ticket(std::exchange(s.ticket, 0));
+}
+
+ReaderPool& WeightLoader::pool() {
+  if (!pool_) pool_ = std::make_unique<ReaderPool>(load_threads_);
+  return *pool_;
+}
+
+ByteBlock WeightLoader::slice_block(const SafetensorsFile& file, const TensorInfo& info, int64_t full_cols,
+                                    int64_t row_begin, int64_t rows, int64_t col_begin, int64_t cols) {
+  const auto elem = static_cast<uint64_t>(st_dtype_size(info.dtype));
+  return {file.file_offset(info) + static_cast<uint64_t>(row_begin * full_cols + col_begin) * elem,
+          static_cast<uint64_t>(full_cols) * elem, static_cast<uint64_t>(cols) * elem, rows};
+}
+
+void WeightLoader::read_raw(const SafetensorsFile& file, const ByteBlock& b, void* dst) {
+  ckpt_->count_read(b.bytes());
+  const std::string path = file.path().string();
+  if (backend_.memory_on_host()) return pool().read(file.fd(), path, b, dst);
+  if (b.count <= 0 || b.seg == 0) return;
+  const bool contiguous = b.count == 1 || b.stride == b.seg;
+  const uint64_t slot_bytes = std::max(staging_bytes_, contiguous ? 1 : b.seg);
+  if (ring_.empty() || ring_.front().buffer.bytes() < slot_bytes) {
+    finish();
+    ring_.clear();
+    for (int i = 0; i < 3; ++i) ring_.push_back({backend_.allocate_host(slot_bytes), 0});
+  }
+  auto stage = [&](const ByteBlock& part, uint64_t dst_offset) {
+    StagingSlot& slot = ring_[ring_next_++ % ring_.size()];
+    backend_.wait_ticket(std::exchange(slot.ticket, 0));
+    pool().read(file.fd(), path, part, slot.buffer.data());
+    slot.ticket = backend_.upload_raw_async(static_cast<uint8_t*>(dst) + dst_offset, slot.buffer.data(), part.bytes());
+  };
+  const uint64_t cap = ring_.front().buffer.bytes();
+  if (contiguous) {
+    for (uint64_t off = 0, total = b.bytes(); off < total; off += cap) {
+      const uint64_t len = std::min(cap, total - off);
+      stage({b.offset + off, len, len, 1}, off);
+    }
+    return;
+  }
+  const auto per = static_cast<int64_t>(cap / b.seg);
+  for (int64_t r = 0; r < b.count; r += per)
+    stage({b.offset + static_cast<uint64_t>(r) * b.stride, b.stride, b.seg, std::min(per, b.count - r)},
+          static_cast<uint64_t>(r) * b.seg);
 }
 
 namespace {
@@ -245,6 +307,7 @@ void WeightLoader::dequantize_fp8(const WeightSpec& spec, const std::string& nam
   const StoredFp8 st = find_fp8(spec.shape, name, base);
   const int64_t r0 = spec.row_begin, rows = spec.slice_rows();
   const RowSpan q_rows(*st.file, *st.q, r0, rows);
+  ckpt_->count_read(q_rows.bytes);
   const kernels::Fp8BlockWeight w{st.file->data(*st.q), st.scale_file->data(*st.scale),
                                   st.scale->dtype == StDType::F32 ? kernels::ScaleType::F32 : kernels::ScaleType::BF16,
                                   spec.shape[0], spec.shape[1], quant_.block_rows, quant_.block_cols, 0, 0};
@@ -256,6 +319,7 @@ void WeightLoader::dequantize_int4(const WeightSpec& spec, const std::string& ba
   const int64_t r0 = spec.row_begin, rows = spec.slice_rows();
   const RowSpan packed_rows(*st.file, *st.packed, r0, rows);
   const RowSpan scale_rows(*st.scale_file, *st.scale, r0, rows);
+  ckpt_->count_read(packed_rows.bytes + scale_rows.bytes);
   const kernels::Int4GroupWeight w{st.file->data(*st.packed), st.scale_file->data(*st.scale), spec.shape[0],
                                    spec.shape[1], quant_.group_size};
   kernels::dequantize_block(w, r0, rows, spec.col_begin, spec.slice_cols(), staging_.data());
@@ -321,12 +385,8 @@ kernels::QuantStack WeightLoader::load_fp8_slice(const WeightSpec& spec) {
   if (!stored) return st;
   // The slice's bytes, and the block scales that cover it, gathered into host memory.
   const int64_t C = spec.shape[1];
-  std::vector<uint8_t> q_host(st.matrix_q_bytes());
-  {
-    const RowSpan rows(*stored->file, *stored->q, spec.row_begin, st.rows);
-    for (int64_t r = 0; r < st.rows; ++r)
-      std::memcpy(q_host.data() + r * st.cols, rows.first + r * C + spec.col_begin, static_cast<size_t>(st.cols));
-  }
+  read_raw(*stored->file, slice_block(*stored->file, *stored->q, C, spec.row_begin, st.rows, spec.col_begin, st.cols),
+           st.q);
   const size_t elem = st.scale_type == kernels::ScaleType::F32 ? 4 : 2;
   const int64_t full_scale_cols = stored->scale->shape[1], r0 = spec.row_begin / quant_.block_rows,
                 c0 = spec.col_begin / quant_.block_cols;
@@ -336,7 +396,6 @@ kernels::QuantStack WeightLoader::load_fp8_slice(const WeightSpec& spec) {
     std::memcpy(scale_host.data() + static_cast<size_t>(i * st.scale_cols()) * elem,
                 scales + static_cast<size_t>((r0 + i) * full_scale_cols + c0) * elem,
                 static_cast<size_t>(st.scale_cols()) * elem);
-  backend_.upload_raw(kernels::Tensor{st.q, kernels::DType::U8, 1, static_cast<int64_t>(q_host.size())}, q_host.data());
   backend_.upload_raw(kernels::Tensor{st.scale, kernels::DType::U8, 1, static_cast<int64_t>(scale_host.size())},
                       scale_host.data());
   return st;
@@ -376,10 +435,7 @@ kernels::QuantStack WeightLoader::load_quantized(const std::vector<std::string>&
   auto upload = [&](void* dst, const SafetensorsFile& file, const TensorInfo& info, size_t bytes) {
     E3_REQUIRE(info.end - info.begin == bytes, ErrorKind::Internal, "'{}': {} bytes, {} expected", info.name,
                info.end - info.begin, bytes);
-    const uint8_t* src = file.data(info);
-    file.map().will_need(src, bytes);
-    backend_.upload_raw(kernels::Tensor{dst, kernels::DType::U8, 1, static_cast<int64_t>(bytes)}, src);
-    file.map().done_with(src, bytes);
+    read_raw(file, {file.file_offset(info), bytes, bytes, 1}, dst);
   };
   for (int64_t m = 0; m < stack.count; ++m) {
     const std::string& n = names[static_cast<size_t>(m)];

@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kernels/backend.h"
 #include "model/config.h"
 #include "model/safetensors.h"
+#include "model/weight_reader.h"
 
 namespace e3::model {
 
@@ -64,6 +66,16 @@ class WeightLoader {
   // `prefix` is prepended to every name looked up in the checkpoint.
   WeightLoader(const Checkpoint* ckpt, kernels::Backend& backend, WeightStore& store, std::string prefix = "")
       : ckpt_(ckpt), backend_(backend), store_(store), prefix_(std::move(prefix)) {}
+  // Waits for the uploads still in flight: their staging memory is freed with the loader.
+  ~WeightLoader();
+  WeightLoader(const WeightLoader&) = delete;
+  WeightLoader& operator=(const WeightLoader&) = delete;
+  // Threads reading the checkpoint (0: default_load_threads()), and the bytes one staging
+  // buffer holds on a device backend; set before the first load.
+  void set_load_threads(int threads) { load_threads_ = threads; }
+  void set_staging_bytes(uint64_t bytes) { staging_bytes_ = bytes; }
+  // Blocks until every weight loaded so far is in backend memory.
+  void finish();
   // Without a checkpoint: fill every weight with N(0, 1/fan_in) instead of leaving it unset
   // (the benchmark, which needs real shapes, not real values).
   void fill_random(uint64_t seed) {
@@ -121,6 +133,20 @@ class WeightLoader {
   void dequantize_fp8(const WeightSpec& spec, const std::string& name, const std::string& base);
   void dequantize_int4(const WeightSpec& spec, const std::string& base);
 
+  ReaderPool& pool();
+  // Reads `block` of `file` into backend memory at `dst` (raw bytes, segments packed): on the
+  // CPU straight into place; on a device through a ring of pinned buffers, each upload
+  // overlapping the read that fills the next buffer.
+  void read_raw(const SafetensorsFile& file, const ByteBlock& block, void* dst);
+  // Where spec's slice of a row-major tensor lies in the file.
+  static ByteBlock slice_block(const SafetensorsFile& file, const TensorInfo& info, int64_t full_cols,
+                               int64_t row_begin, int64_t rows, int64_t col_begin, int64_t cols);
+
+  struct StagingSlot {
+    kernels::DeviceBuffer buffer;
+    uint64_t ticket = 0;
+  };
+
   const Checkpoint* ckpt_;
   kernels::Backend& backend_;
   WeightStore& store_;
@@ -129,6 +155,11 @@ class WeightLoader {
   bool random_ = false;
   uint64_t seed_ = 0;
   std::vector<float> staging_;
+  int load_threads_ = 0;
+  uint64_t staging_bytes_ = 64ull << 20;
+  std::unique_ptr<ReaderPool> pool_;
+  std::vector<StagingSlot> ring_;
+  size_t ring_next_ = 0;
 };
 
 }  // namespace e3::model

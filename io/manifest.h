@@ -23,6 +23,8 @@ struct RunFingerprint {
   int64_t max_seq_len = 0;
   std::string on_long;
   int64_t samples_per_shard = 0;
+  uint64_t shard_size = 0;   // --shard-size in bytes
+  int64_t plan_groups = 0;   // DP groups x parts of the run that first planned the directory
   std::string tool_version;
 
   // One line per field that differs: "dtype: bf16 (in the directory) vs fp32 (this run)".

@@ -358,6 +358,7 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
   // Every check has passed: from here on the directory holds this run.
   agreed_phase(grid, [&] {
     if (!grid.is_leader()) return;
+    check_plan_groups_unchanged(rc.out_dir, rc.part, fp.plan_groups);
     io::write_manifest(rc.out_dir, manifest);
     claim->keep();
   });

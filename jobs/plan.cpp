@@ -117,4 +117,16 @@ std::optional<int64_t> recorded_plan_groups(const std::filesystem::path& out, co
   return std::nullopt;
 }
 
+void check_plan_groups_unchanged(const std::filesystem::path& out, const io::Part& part, int64_t plan_groups) {
+  for (const auto& path : io::list_manifests(out)) {
+    if (path.filename() == io::manifest_name(part)) continue;
+    const int64_t recorded = io::read_manifest_file(path).fingerprint.plan_groups;
+    E3_REQUIRE(recorded == plan_groups, ErrorKind::Output,
+               "refusing to write into {}: {} appeared while this job started and cuts the shards for other plan "
+               "groups (plan groups (DP groups x parts of the first run): {} (in the directory) vs {} (this run)); "
+               "rerun this job: it keeps the recorded plan",
+               out.string(), path.string(), recorded, plan_groups);
+  }
+}
+
 }  // namespace e3::jobs

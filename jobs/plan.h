@@ -70,5 +70,9 @@ std::vector<int64_t> steps_per_group(const WorkPlan& plan, const io::Dataset& da
 // if there is one, else any other part's (manifest names in order). nullopt when no manifest
 // records them.
 std::optional<int64_t> recorded_plan_groups(const std::filesystem::path& out, const io::Part& part);
+// Throws an output error when another part's manifest in --out records other plan groups:
+// parts started together into an empty directory each plan for themselves, and the one that
+// gets here second must not write shards cut another way. Its rerun keeps the recorded plan.
+void check_plan_groups_unchanged(const std::filesystem::path& out, const io::Part& part, int64_t plan_groups);
 
 }  // namespace e3::jobs

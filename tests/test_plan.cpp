@@ -355,6 +355,24 @@ TEST(PlanGroups, RecordedGroupsComeFromThisPartsManifestFirst) {
   EXPECT_EQ(e3::jobs::recorded_plan_groups(dir.path(), {2, 3}), 6);
 }
 
+TEST(PlanGroups, APartThatPlannedForOtherGroupsMeanwhileIsRefused) {
+  // Parts 0/2 (4 groups) and 1/2 (2 groups) started together into an empty directory; part 0
+  // wrote its manifest first: part 1 must not write shards cut for 2 groups.
+  e3::test::TempDir dir;
+  e3::io::Manifest first;
+  first.part = {0, 2};
+  first.fingerprint.plan_groups = 4;
+  e3::io::write_manifest(dir.path(), first);
+  EXPECT_NO_THROW(e3::jobs::check_plan_groups_unchanged(dir.path(), {1, 2}, 4));
+  EXPECT_NO_THROW(e3::jobs::check_plan_groups_unchanged(dir.path(), {0, 2}, 2));  // its own manifest is not "another"
+  const auto err = e3::test::error_of([&] { e3::jobs::check_plan_groups_unchanged(dir.path(), {1, 2}, 2); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->kind(), e3::ErrorKind::Output);
+  EXPECT_TRUE(e3::test::Contains(err->what(), "manifest.part-0000-of-0002.json appeared while this job started"));
+  EXPECT_TRUE(e3::test::Contains(err->what(), "plan groups (DP groups x parts of the first run): 4 (in the directory) "
+                                              "vs 2 (this run)"));
+}
+
 TEST(PlanGroups, ManifestWithoutPlanGroupsRecordsNone) {
   e3::test::TempDir dir;
   e3::io::write_manifest(dir.path(), e3::io::Manifest{});

@@ -82,3 +82,18 @@ grep -q "done: 20 samples computed now, 20 done before" "$LOG" || { cat "$LOG"; 
   fail "the resume changed the number of shards"
 "$E3_BIN" verify "$work/four" > /dev/null || fail "verify after the resume with another -np"
 same_samples "$work/reference" "$work/four" "a resume with -np 1 of a -np 4 run"
+
+# Another part keeps the plan of the part that came first, whatever its own -np: part 0/2 at
+# 2 DP groups plans for 4 groups, part 1/2 at 1 group keeps those, and the parts fit together.
+LOG="$work/part0.log"
+run 2 "${args[@]}" --tp 1 --out "$work/parts" --part 0/2
+[ "$RC" -eq 0 ] || { cat "$LOG"; fail "part 0/2 exited $RC"; }
+LOG="$work/part1.log"
+run 1 "${args[@]}" --out "$work/parts" --part 1/2
+[ "$RC" -eq 0 ] || { cat "$LOG"; fail "part 1/2 exited $RC"; }
+grep -q "keeping the shard plan of the first run: 4 groups (this run has 1 DP group x 2 parts)" "$LOG" ||
+  { cat "$LOG"; fail "part 1 did not keep part 0's plan"; }
+"$E3_BIN" verify "$work/parts" > "$work/verify.log" 2>&1 || { cat "$work/verify.log"; fail "verify of the two parts"; }
+grep -q "40 of 40 input samples accounted for, 2 of 2 parts present$" "$work/verify.log" ||
+  { cat "$work/verify.log"; fail "the parts do not cover the input once"; }
+same_samples "$work/reference" "$work/parts" "two parts against one -np 4 job"

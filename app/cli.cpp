@@ -58,7 +58,14 @@ Request parse_command_line(int argc, char** argv) {
   app.add_option("--max-tokens-per-step", rc.max_tokens_per_step,
                  "token budget of one packed forward step (at least --max-seq-len)")
       ->capture_default_str();
-  app.add_option("--samples-per-shard", rc.samples_per_shard, "samples per output shard file")->capture_default_str();
+  app.add_option("--samples-per-shard", rc.samples_per_shard,
+                 "most samples in one output shard file (--shard-size usually cuts first)")
+      ->capture_default_str();
+  std::string shard_size = "4G";
+  app.add_option("--shard-size", shard_size,
+                 "most bytes in one output shard file, estimated from token counts; suffix K, M or G (powers of "
+                 "1024); a single larger sample gets a shard of its own")
+      ->capture_default_str();
   app.add_option("--log-level", rc.log_level, "trace | debug | info | warn | error, the same on every rank")
       ->capture_default_str();
   app.add_option("--log-dir", rc.log_dir,
@@ -179,6 +186,7 @@ Request parse_command_line(int argc, char** argv) {
   E3_REQUIRE(rc.max_seq_len > 0, ErrorKind::Usage, "--max-seq-len must be positive");
   E3_REQUIRE(rc.max_tokens_per_step > 0, ErrorKind::Usage, "--max-tokens-per-step must be positive");
   E3_REQUIRE(rc.samples_per_shard > 0, ErrorKind::Usage, "--samples-per-shard must be positive");
+  rc.shard_size = jobs::parse_byte_size(shard_size, "--shard-size");
   E3_REQUIRE(rc.progress_interval_s > 0, ErrorKind::Usage, "--progress-interval must be positive");
   E3_REQUIRE(rc.collective_timeout_s > 0, ErrorKind::Usage, "--collective-timeout must be positive");
   rc.space_check = !no_space_check;

@@ -23,7 +23,8 @@ json fingerprint_json(const RunFingerprint& f) {
   return json{{"model_fingerprint", f.model_fingerprint}, {"layer_ids", f.layer_ids},
               {"final", f.final_mode},                    {"dtype", f.dtype},
               {"max_seq_len", f.max_seq_len},             {"on_long", f.on_long},
-              {"samples_per_shard", f.samples_per_shard}, {"tool_version", f.tool_version}};
+              {"samples_per_shard", f.samples_per_shard}, {"shard_size", f.shard_size},
+              {"plan_groups", f.plan_groups},             {"tool_version", f.tool_version}};
 }
 
 template <typename T>
@@ -52,6 +53,8 @@ std::vector<std::string> RunFingerprint::differences(const RunFingerprint& cur) 
   cmp("max-seq-len", max_seq_len, cur.max_seq_len);
   cmp("on-long", on_long, cur.on_long);
   cmp("samples-per-shard", samples_per_shard, cur.samples_per_shard);
+  cmp("shard-size", shard_size, cur.shard_size);
+  cmp("plan groups (DP groups x parts of the first run)", plan_groups, cur.plan_groups);
   cmp("tool version", tool_version, cur.tool_version);
   return d;
 }
@@ -118,6 +121,7 @@ json to_json(const Manifest& m) {
               {"data_fingerprint", m.data_fingerprint},
               {"num_samples", m.num_samples},
               {"num_shards", m.num_shards},
+              {"shard_starts", m.shard_starts},
               {"complete", m.complete},
               {"shards", shards},
               {"skipped", skipped_json(m.skipped)}};
@@ -137,6 +141,10 @@ Manifest parse_manifest(const json& j, const std::string& where) {
   m.fingerprint.max_seq_len = field<int64_t>(f, "max_seq_len", where);
   m.fingerprint.on_long = field<std::string>(f, "on_long", where);
   m.fingerprint.samples_per_shard = field<int64_t>(f, "samples_per_shard", where);
+  // Absent from manifests of versions before --shard-size: 0, which no run has, so such a
+  // directory is refused as another run's, naming these fields.
+  m.fingerprint.shard_size = f.contains("shard_size") ? field<uint64_t>(f, "shard_size", where) : 0;
+  m.fingerprint.plan_groups = f.contains("plan_groups") ? field<int64_t>(f, "plan_groups", where) : 0;
   m.fingerprint.tool_version = field<std::string>(f, "tool_version", where);
   m.part.index = j.contains("part_index") ? field<int>(j, "part_index", where) : 0;
   m.part.count = j.contains("part_count") ? field<int>(j, "part_count", where) : 1;
@@ -147,6 +155,7 @@ Manifest parse_manifest(const json& j, const std::string& where) {
   m.data_fingerprint = field<std::string>(j, "data_fingerprint", where);
   m.num_samples = field<int64_t>(j, "num_samples", where);
   m.num_shards = field<int64_t>(j, "num_shards", where);
+  if (j.contains("shard_starts")) m.shard_starts = field<std::vector<int64_t>>(j, "shard_starts", where);
   m.complete = field<bool>(j, "complete", where);
   for (const json& s : field<json>(j, "shards", where)) {
     CommittedShard c;

@@ -23,6 +23,8 @@ struct RunFingerprint {
   int64_t max_seq_len = 0;
   std::string on_long;
   int64_t samples_per_shard = 0;
+  uint64_t shard_size = 0;   // --shard-size in bytes
+  int64_t plan_groups = 0;   // DP groups x parts of the run that first planned the directory
   std::string tool_version;
 
   // One line per field that differs: "dtype: bf16 (in the directory) vs fp32 (this run)".
@@ -47,6 +49,11 @@ struct Manifest {
   std::string data_fingerprint;  // token counts per sample
   int64_t num_samples = 0;       // samples in the input
   int64_t num_shards = 0;        // shards of this part
+  // The first sample of every shard of the plan (every part's), in shard index order: shard i
+  // holds samples [shard_starts[i], shard_starts[i + 1]) (the last one up to num_samples). Shards
+  // are cut by bytes, so this is what says which shard a sample belongs in. Empty in manifests
+  // of versions before --shard-size, whose shard i held [i * samples_per_shard, ...).
+  std::vector<int64_t> shard_starts;
   bool complete = false;         // every shard of this part is committed
   std::vector<CommittedShard> shards;
   std::vector<SkippedSample> skipped;  // this part's samples that are not stored, with reasons

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -244,15 +245,41 @@ class Verifier {
   std::vector<float> buf_;
 };
 
-// Samples [first, end) of shard `index`: the plan cuts the input into runs of
-// samples_per_shard in order.
 struct ShardRange {
-  int64_t first = 0, end = 0;
+  int64_t first = 0, end = 0;  // samples [first, end)
 };
-ShardRange shard_range(int64_t index, int64_t samples_per_shard, int64_t num_samples) {
-  const int64_t first = index * samples_per_shard;
-  return {first, std::min(num_samples, first + samples_per_shard)};
-}
+
+// Where each shard of a manifest's plan starts and ends: from its shard_starts, or, in a
+// manifest of a version before --shard-size, from samples_per_shard in order.
+class ShardBounds {
+ public:
+  ShardBounds(const Manifest& m, const std::function<void(const std::string&)>& fail) : n_(m.num_samples) {
+    if (!m.shard_starts.empty()) {
+      starts_ = m.shard_starts;
+      if (starts_.front() != 0) fail(fmt::format("shard_starts begins at sample {}, not 0", starts_.front()));
+      for (size_t i = 1; i < starts_.size(); ++i)
+        if (starts_[i] <= starts_[i - 1] || starts_[i] >= n_)
+          fail(fmt::format("shard_starts[{}] is {}: the starts must rise and stay below {} samples", i, starts_[i],
+                           n_));
+      return;
+    }
+    const int64_t per_shard = m.fingerprint.samples_per_shard;
+    if (per_shard <= 0) fail(fmt::format("samples_per_shard is {} and there is no shard_starts", per_shard));
+    for (int64_t first = 0; first < n_; first += per_shard) starts_.push_back(first);
+  }
+  int64_t count() const { return static_cast<int64_t>(starts_.size()); }
+  ShardRange range(int64_t index) const {
+    const auto i = static_cast<size_t>(index);
+    return {starts_[i], i + 1 < starts_.size() ? starts_[i + 1] : n_};
+  }
+  int64_t shard_of(int64_t sample) const {
+    return static_cast<int64_t>(std::upper_bound(starts_.begin(), starts_.end(), sample) - starts_.begin()) - 1;
+  }
+
+ private:
+  int64_t n_;
+  std::vector<int64_t> starts_;
+};
 
 }  // namespace
 
@@ -287,39 +314,38 @@ void check_manifest_structure(const Manifest& m, const std::string& where, Error
       fail(fmt::format("sample {:08d} is listed as skipped ({}) but is stored in {}", idx, in, stored[idx]));
 
   // Placement: each shard's name and samples follow from its index, as the plan made them.
-  const int64_t per_shard = m.fingerprint.samples_per_shard;
-  if (per_shard <= 0) fail(fmt::format("samples_per_shard is {}", per_shard));
-  const int64_t shard_count = (n + per_shard - 1) / per_shard;
+  const ShardBounds bounds(m, fail);
+  const int64_t shard_count = bounds.count();
   for (const CommittedShard& s : m.shards) {
     if (s.shard_index < 0 || s.shard_index >= shard_count)
-      fail(fmt::format("{} has shard_index {}, but {} samples make shards 0 to {}", s.file, s.shard_index, n,
-                       shard_count - 1));
+      fail(fmt::format("{} has shard_index {}, but the plan of {} samples has shards 0 to {}", s.file, s.shard_index,
+                       n, shard_count - 1));
     if (s.file != shard_file_name(s.shard_index))
       fail(fmt::format("{} has shard_index {}, which is the index of {}", s.file, s.shard_index,
                        shard_file_name(s.shard_index)));
-    const ShardRange r = shard_range(s.shard_index, per_shard, n);
+    const ShardRange r = bounds.range(s.shard_index);
     const auto check_in_range = [&](int64_t idx) {
       if (idx < r.first || idx >= r.end)
         fail(fmt::format("{} (samples {} to {}) lists sample {:08d}, which belongs in {}", s.file, r.first, r.end - 1,
-                         idx, shard_file_name(idx / per_shard)));
+                         idx, shard_file_name(bounds.shard_of(idx))));
     };
     for (int64_t idx : s.samples) check_in_range(idx);
     for (const SkippedSample& sk : s.skipped) check_in_range(sk.index);
   }
   for (const SkippedSample& sk : m.skipped)
-    if (!m.part.owns(sk.index / per_shard))
+    if (!m.part.owns(bounds.shard_of(sk.index)))
       fail(fmt::format("skipped sample {:08d} belongs to {}, another part's shard", sk.index,
-                       shard_file_name(sk.index / per_shard)));
+                       shard_file_name(bounds.shard_of(sk.index))));
 
   // A manifest that says complete accounts for every sample of its part.
   int64_t part_shards = 0;
   for (int64_t i = m.part.index; i < shard_count; i += m.part.count) ++part_shards;
   if (m.num_shards != part_shards)
-    fail(fmt::format("num_shards is {}, but {} samples in shards of {} make {} for part {}/{}", m.num_shards, n,
-                     per_shard, part_shards, m.part.index, m.part.count));
+    fail(fmt::format("num_shards is {}, but the plan of {} samples makes {} shards for part {}/{}", m.num_shards, n,
+                     part_shards, m.part.index, m.part.count));
   if (!m.complete) return;
   for (int64_t i = m.part.index; i < shard_count; i += m.part.count) {
-    const ShardRange r = shard_range(i, per_shard, n);
+    const ShardRange r = bounds.range(i);
     for (int64_t idx = r.first; idx < r.end; ++idx)
       if (!stored.count(idx) && !skipped.count(idx))
         fail(fmt::format("says complete, but sample {:08d} is neither stored nor listed as skipped", idx));

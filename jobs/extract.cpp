@@ -81,8 +81,9 @@ using Clock = std::chrono::steady_clock;
 
 // Leader only: what the manifest needs besides the shard list.
 io::Manifest manifest_skeleton(const RunConfig& rc, const io::RunFingerprint& fp, const io::Dataset& data,
-                               const WorkPlan& plan) {
+                               const ShardLimits& limits, const WorkPlan& plan) {
   io::Manifest m;
+  for (const auto& [first, end] : shard_ranges(data, limits)) m.shard_starts.push_back(first);
   m.fingerprint = fp;
   m.part = rc.part;
   m.model_path = std::filesystem::absolute(rc.model_dir).string();
@@ -223,6 +224,20 @@ std::string too_many_skipped_message(const RunConfig& rc, const WorkPlan& plan, 
       rc.max_skipped_fraction, rc.out_dir.string());
 }
 
+// Leader only: the plan groups that cut the input into shards. The run that first plans --out
+// records its own (DP groups x parts); every later run and every other part keeps those, so
+// that a shard index means the same samples whatever -np a resume has.
+int64_t plan_groups_for(const RunConfig& rc, const parallel::Grid& grid) {
+  const int64_t mine = static_cast<int64_t>(grid.dp_size()) * rc.part.count;
+  const std::optional<int64_t> recorded = recorded_plan_groups(rc.out_dir, rc.part);
+  if (!recorded) return mine;
+  if (*recorded != mine)
+    spdlog::info("keeping the shard plan of the first run: {} groups (this run has {} DP group{} x {} part{})",
+                 *recorded, grid.dp_size(), grid.dp_size() == 1 ? "" : "s", rc.part.count,
+                 rc.part.count == 1 ? "" : "s");
+  return *recorded;
+}
+
 // A rerun with every shard of this part committed: says so without loading anything, after
 // marking the manifest complete if the run that wrote the last shard could not.
 void finish_without_work(const RunConfig& rc, const OutputState& out_state, const WorkPlan& plan,
@@ -277,6 +292,7 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
     fp.max_seq_len = rc.max_seq_len;
     fp.on_long = io::on_long_name(rc.on_long);
     fp.samples_per_shard = rc.samples_per_shard;
+    fp.shard_size = rc.shard_size;
     fp.tool_version = E3_VERSION_STRING;
   });
   // Only once every rank found the request sound: one job per directory (or part), and what
@@ -284,18 +300,19 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
   agreed_phase(grid, [&] {
     if (!grid.is_leader()) return;
     claim.emplace(OutputClaim::take(rc.out_dir, rc.part));
+    fp.plan_groups = plan_groups_for(rc, grid);
     out_state = prepare_output_dir(rc.out_dir, fp, data.shape_fingerprint(), rc.part, rc.resume_checksums);
   });
 
   std::vector<int64_t> committed_idx;
   for (const auto& s : out_state.committed) committed_idx.push_back(s.shard_index);
   committed_idx = broadcast_indices(grid, committed_idx);
-  const WorkPlan plan = make_plan(data, rc.samples_per_shard, grid.dp_size(),
-                                  std::set<int64_t>(committed_idx.begin(), committed_idx.end()), rc.part);
-
+  fp.plan_groups = broadcast_indices(grid, {fp.plan_groups}).at(0);  // the shard attributes carry fp's digest
   const int64_t bytes_per_token =
-      static_cast<int64_t>(layers.size() + (rc.final_mode == model::FinalMode::None ? 0 : 1)) * mc.hidden_size *
-      static_cast<int64_t>(kernels::dtype_size(rc.dtype));
+      state_bytes_per_token(layers.size(), rc.final_mode != model::FinalMode::None, mc.hidden_size, rc.dtype);
+  const ShardLimits limits{rc.samples_per_shard, rc.shard_size, bytes_per_token, fp.plan_groups};
+  const WorkPlan plan = make_plan(data, limits, grid.dp_size(),
+                                  std::set<int64_t>(committed_idx.begin(), committed_idx.end()), rc.part);
   int64_t shards_pending = 0;
   for (const ShardPlan& s : plan.shards) shards_pending += s.committed ? 0 : 1;
   const uint64_t output_bytes =
@@ -326,12 +343,13 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
       spdlog::warn("this is task {} of a Slurm array but no --part was given: it computes the whole dataset; give "
                    "--part slurm to split the dataset over the array",
                    std::getenv("SLURM_ARRAY_TASK_ID"));
-    spdlog::info("plan: {} shards of up to {} samples over {} DP group{}; {} shards ({} samples) already committed, "
-                 "{} samples ({} tokens) to compute, about {:.2f} GB to write",
-                 plan.shards.size(), rc.samples_per_shard, grid.dp_size(), grid.dp_size() == 1 ? "" : "s",
+    spdlog::info("plan: {} shards of up to {} samples and {:.1f} MiB (plan groups {}) over {} DP group{}; {} shards "
+                 "({} samples) already committed, {} samples ({} tokens) to compute, about {:.2f} GB to write",
+                 plan.shards.size(), rc.samples_per_shard, rc.shard_size / 1048576.0, fp.plan_groups, grid.dp_size(),
+                 grid.dp_size() == 1 ? "" : "s",
                  committed_idx.size(), plan.samples_committed, plan.samples_pending, plan.tokens_pending,
                  output_bytes / 1e9);
-    manifest = manifest_skeleton(rc, fp, data, plan);
+    manifest = manifest_skeleton(rc, fp, data, limits, plan);
     manifest.shards = out_state.committed;
   }
   if (shards_pending == 0) {  // known alike on every rank: the plan is the same everywhere
@@ -365,6 +383,7 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
   // Every check has passed: from here on the directory holds this run.
   agreed_phase(grid, [&] {
     if (!grid.is_leader()) return;
+    check_plan_groups_unchanged(rc.out_dir, rc.part, fp.plan_groups);
     io::write_manifest(rc.out_dir, manifest);
     claim->keep();
   });

@@ -38,6 +38,29 @@ std::vector<int> parse_capture_ids(const std::string& text) {
   }
 }
 
+uint64_t parse_byte_size(const std::string& text, const char* option) {
+  uint64_t value = 0;
+  const char* const end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  const auto refuse = [&] {
+    E3_THROW(ErrorKind::Usage,
+             "{} '{}': expected a positive whole number of bytes, optionally with a suffix K, M or G (or KiB, MiB, "
+             "GiB; powers of 1024), such as 4G or 512MiB",
+             option, text);
+  };
+  if (ec != std::errc() || ptr == text.data() || value == 0) refuse();
+  std::string suffix(ptr, end);
+  if (suffix.size() == 3 && suffix.compare(1, 2, "iB") == 0) suffix.resize(1);
+  int shift = 0;
+  if (suffix == "K" || suffix == "k") shift = 10;
+  else if (suffix == "M" || suffix == "m") shift = 20;
+  else if (suffix == "G" || suffix == "g") shift = 30;
+  else if (!suffix.empty()) refuse();
+  // Above 2^63 the byte counts it is compared with (int64 on the way) would overflow.
+  if (value > (uint64_t{1} << (63 - shift))) refuse();
+  return value << shift;
+}
+
 std::optional<std::string> threads_warning(int threads, int ranks_on_node, int cores) {
   const int64_t wanted = static_cast<int64_t>(threads) * ranks_on_node;
   if (wanted <= cores) return std::nullopt;

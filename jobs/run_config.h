@@ -23,6 +23,11 @@ const char* on_nonfinite_name(OnNonfinite o);
 // an empty item ("1,,2") is a usage error, not a silently dropped or zero id.
 std::vector<int> parse_capture_ids(const std::string& text);
 
+// "4G", "512MiB", "100k", "1048576" -> bytes (K, M, G and KiB, MiB, GiB are powers of 1024,
+// the letter in either case). `option` names the option in the usage error for anything
+// else: no digits, a fraction, another suffix, zero, or more than 2^63 bytes.
+uint64_t parse_byte_size(const std::string& text, const char* option);
+
 // The warning for `threads` CPU-backend threads on each of `ranks_on_node` ranks sharing
 // `cores` cores, or nothing when they fit.
 std::optional<std::string> threads_warning(int threads, int ranks_on_node, int cores);
@@ -43,7 +48,8 @@ struct RunConfig {
   OnNonfinite on_nonfinite = OnNonfinite::Error;
   double max_skipped_fraction = 0.01;      // of the part's samples, left out for non-finite states
   int64_t max_tokens_per_step = 16384;
-  int64_t samples_per_shard = 1000;
+  int64_t samples_per_shard = 1000;       // an upper bound; --shard-size usually cuts first
+  uint64_t shard_size = uint64_t{4} << 30;  // a shard's estimated bytes, at most (one larger sample excepted)
   std::string log_level = "info";
   std::filesystem::path log_dir;           // also write each rank's lines to a file here
   int threads = 0;                         // CPU backend threads per rank; 0: cores / ranks on the node

@@ -46,6 +46,8 @@ RunFingerprint make_fingerprint() {
   f.max_seq_len = 4096;
   f.on_long = "skip";
   f.samples_per_shard = 2;
+  f.shard_size = 1 << 20;
+  f.plan_groups = 4;
   f.tool_version = "0.1.0";
   return f;
 }
@@ -106,6 +108,30 @@ TEST(ManifestJson, RoundTripsThroughJson) {
   EXPECT_EQ(j.at("run_fingerprint"), m.fingerprint.digest());
   EXPECT_EQ(j.at("shards").at(0).at("num_samples"), 2);
   expect_same(e3::io::manifest_from_json(nlohmann::json::parse(j.dump()), "test"), m);
+}
+
+TEST(ManifestJson, ShardSizeAndPlanGroupsRoundTrip) {
+  const Manifest m = make_manifest();
+  const nlohmann::json j = e3::io::to_json(m);
+  EXPECT_EQ(j.at("fingerprint").at("shard_size"), 1 << 20);
+  EXPECT_EQ(j.at("fingerprint").at("plan_groups"), 4);
+  const Manifest back = e3::io::manifest_from_json(j, "test");
+  EXPECT_EQ(back.fingerprint.shard_size, uint64_t{1} << 20);
+  EXPECT_EQ(back.fingerprint.plan_groups, 4);
+}
+
+TEST(ManifestJson, ManifestWithoutShardSizeReadsAsAnotherRun) {
+  // A manifest of a version before --shard-size: readable (verify still works on it), and a
+  // resume into it names the fields it lacks.
+  nlohmann::json j = e3::io::to_json(make_manifest());
+  j["fingerprint"].erase("shard_size");
+  j["fingerprint"].erase("plan_groups");
+  const Manifest old = e3::io::manifest_from_json(j, "test");
+  EXPECT_EQ(old.fingerprint.shard_size, 0u);
+  EXPECT_EQ(old.fingerprint.plan_groups, 0);
+  const auto d = old.fingerprint.differences(make_fingerprint());
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0], "shard-size: 0 (in the directory) vs 1048576 (this run)");
 }
 
 TEST(ManifestJson, RoundTripsThroughTheDirectory) {
@@ -221,6 +247,8 @@ TEST(ManifestFingerprint, DifferencesNameEachFieldWithBothValues) {
   now.max_seq_len = 2048;
   now.on_long = "truncate";
   now.samples_per_shard = 8;
+  now.shard_size = 4096;
+  now.plan_groups = 2;
   now.tool_version = "0.2.0";
   const std::vector<std::string> d = was.differences(now);
   const std::vector<std::string> want{
@@ -231,6 +259,8 @@ TEST(ManifestFingerprint, DifferencesNameEachFieldWithBothValues) {
       "max-seq-len: 4096 (in the directory) vs 2048 (this run)",
       "on-long: skip (in the directory) vs truncate (this run)",
       "samples-per-shard: 2 (in the directory) vs 8 (this run)",
+      "shard-size: 1048576 (in the directory) vs 4096 (this run)",
+      "plan groups (DP groups x parts of the first run): 4 (in the directory) vs 2 (this run)",
       "tool version: 0.1.0 (in the directory) vs 0.2.0 (this run)",
   };
   EXPECT_EQ(d, want);
@@ -239,7 +269,7 @@ TEST(ManifestFingerprint, DifferencesNameEachFieldWithBothValues) {
 
 TEST(ManifestFingerprint, EachFieldAloneIsReportedAndChangesTheDigest) {
   const RunFingerprint base = make_fingerprint();
-  std::vector<RunFingerprint> variants(8, base);
+  std::vector<RunFingerprint> variants(10, base);
   variants[0].model_fingerprint = "m2";
   variants[1].layer_ids = {0, 2, 4};
   variants[2].final_mode = "pre-norm";
@@ -248,8 +278,10 @@ TEST(ManifestFingerprint, EachFieldAloneIsReportedAndChangesTheDigest) {
   variants[5].on_long = "error";
   variants[6].samples_per_shard = 3;
   variants[7].tool_version = "x";
+  variants[8].shard_size = 5;
+  variants[9].plan_groups = 1;
   const char* names[] = {"model:", "layers:", "final:", "dtype:", "max-seq-len:", "on-long:", "samples-per-shard:",
-                         "tool version:"};
+                         "tool version:", "shard-size:", "plan groups"};
   for (size_t i = 0; i < variants.size(); ++i) {
     const auto d = base.differences(variants[i]);
     ASSERT_EQ(d.size(), 1u) << names[i];

@@ -72,9 +72,12 @@ TEST(OutputDirOddNames, AManifestListedShardThatIsNotAPlainFile) {
   e3::io::Manifest m;
   m.fingerprint = fingerprint();
   m.data_fingerprint = "data";
+  m.num_samples = 1;
+  m.num_shards = 1;
   e3::io::CommittedShard s;
   s.shard_index = 0;
   s.file = "shard-000000.h5";
+  s.samples = {0};
   s.bytes = 10;
   m.shards.push_back(s);
   e3::io::write_manifest(dir.path(), m);
@@ -96,6 +99,9 @@ TEST(OutputDirState, AFinishedRunsManifestIsCurrent) {
   e3::io::Manifest m;
   m.fingerprint = fingerprint();
   m.data_fingerprint = "data";
+  m.num_samples = 1;  // skipped as too long: a complete run that stored nothing
+  m.num_shards = 1;
+  m.skipped.push_back({0, 1, "too long"});
   m.complete = true;
   e3::io::write_manifest(dir.path(), m);
   EXPECT_TRUE(e3::jobs::prepare_output_dir(dir.path(), fingerprint(), "data").manifest_current);

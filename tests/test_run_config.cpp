@@ -1,4 +1,5 @@
-// Command-line values checked in jobs/run_config: the --layers list and the --threads warning.
+// Command-line values checked in jobs/run_config: the --layers list, --shard-size and the --threads
+// warning.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -11,6 +12,7 @@
 namespace {
 
 using e3::ErrorKind;
+using e3::jobs::parse_byte_size;
 using e3::jobs::parse_capture_ids;
 using e3::jobs::threads_warning;
 using e3::test::Contains;
@@ -44,6 +46,30 @@ TEST(LayersOption, EmptyListsAndItemsAreUsageErrors) {
     ASSERT_TRUE(err.has_value());
     EXPECT_EQ(err->kind(), ErrorKind::Usage);
     EXPECT_TRUE(Contains(err->what(), c.message));
+  }
+}
+
+TEST(ShardSizeOption, SuffixesArePowersOf1024) {
+  EXPECT_EQ(parse_byte_size("1048576", "--shard-size"), 1048576u);
+  EXPECT_EQ(parse_byte_size("1", "--shard-size"), 1u);  // tests want tiny shards
+  EXPECT_EQ(parse_byte_size("100K", "--shard-size"), 100u * 1024);
+  EXPECT_EQ(parse_byte_size("100k", "--shard-size"), 100u * 1024);
+  EXPECT_EQ(parse_byte_size("512M", "--shard-size"), 512u << 20);
+  EXPECT_EQ(parse_byte_size("512MiB", "--shard-size"), 512u << 20);
+  EXPECT_EQ(parse_byte_size("4G", "--shard-size"), uint64_t{4} << 30);
+  EXPECT_EQ(parse_byte_size("4GiB", "--shard-size"), uint64_t{4} << 30);
+  EXPECT_EQ(parse_byte_size("2KiB", "--shard-size"), 2048u);
+  EXPECT_EQ(parse_byte_size("8589934592G", "--shard-size"), uint64_t{1} << 63);
+}
+
+TEST(ShardSizeOption, AnythingElseIsAUsageErrorNamingTheOption) {
+  for (const char* text : {"", "0", "0G", "-1", "G", "1.5G", "4GB", "4T", "4 G", " 4G", "4Gi", "4giB0",
+                           "8589934593G", "99999999999999999999"}) {
+    SCOPED_TRACE(text);
+    auto err = error_of([&] { parse_byte_size(text, "--shard-size"); });
+    ASSERT_TRUE(err.has_value());
+    EXPECT_EQ(err->kind(), ErrorKind::Usage);
+    EXPECT_TRUE(Contains(err->what(), std::string("--shard-size '") + text + "'"));
   }
 }
 

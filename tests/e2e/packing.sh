@@ -11,7 +11,9 @@ done > "$work/data.jsonl"
 # reference of its own: one DP group with a small step budget.
 for case in tiny_llama_default s_dsv3_group; do
   model=$(golden_dir "$case")
-  args=(--model "$model" --data "$work/data.jsonl" --samples-per-shard 9 --max-seq-len 40 --dtype fp32
+  # 5 samples a shard divide the slices of 1, 2 and 4 DP groups (40, 20, 10 samples): every
+  # layout cuts the same shards, so that their files compare by name.
+  args=(--model "$model" --data "$work/data.jsonl" --samples-per-shard 5 --max-seq-len 40 --dtype fp32
         --layers "$(all_layer_ids "$model")")
   for tp in 1 2 4; do
     ref="$work/$case.tp$tp.reference"

@@ -633,7 +633,8 @@ TEST(StoredBits, DecodeBf16Fp16AndFp8) {
   EXPECT_EQ(e3::io::fp8_e4m3fn_to_float(0x7E), 448.0f);
   EXPECT_EQ(e3::io::fp8_e4m3fn_to_float(0xFE), -448.0f);
   EXPECT_EQ(e3::io::fp8_e4m3fn_to_float(0x01), std::ldexp(1.0f, -9));
-  EXPECT_EQ(e3::io::fp8_e4m3fn_to_float(0x0F), 7.0f / 8 * std::ldexp(1.0f, -6));
+  EXPECT_EQ(e3::io::fp8_e4m3fn_to_float(0x07), 7.0f * std::ldexp(1.0f, -9));  // subnormal
+  EXPECT_EQ(e3::io::fp8_e4m3fn_to_float(0x0F), 1.875f * std::ldexp(1.0f, -6));
   EXPECT_TRUE(std::isnan(e3::io::fp8_e4m3fn_to_float(0x7F)));
   EXPECT_TRUE(std::isnan(e3::io::fp8_e4m3fn_to_float(0xFF)));
 }
@@ -717,7 +718,7 @@ TEST_F(VerifyOutput, ChecksFp8ShardsWithTheirScales) {
     if (s == 2) hs[5] = 0xFF;
   });
   std::string msg = verify_error();
-  EXPECT_HAS(msg, "shard-000001.h5 sample 00000002: hidden_states has a non-finite value (nan) at flat index 5");
+  EXPECT_HAS(msg, "shard-000001.h5 sample 00000002: hidden_states has a non-finite value (-nan) at flat index 5");
   build([](int64_t s, std::vector<uint8_t>&, std::vector<float>& last_scale) {
     if (s == 4) last_scale[1] = -1.0f;
   });

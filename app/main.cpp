@@ -52,6 +52,7 @@ int run_verify(const e3::app::Request& req, const e3::parallel::MpiEnv& mpi) {
                         ? req.verify_threads
                         : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks_on_node());
   options.progress = [&](const e3::io::VerifyProgress& p) {
+    if (p.finished) return;  // the summary line below says it
     const double mb_s = p.seconds > 0 ? p.bytes_done / 1e6 / p.seconds : 0;
     const double eta = mb_s > 0 ? (p.bytes_total - p.bytes_done) / 1e6 / mb_s : 0;
     spdlog::info("verify: {} of {} shards, {:.2f} of {:.2f} GB read, {:.0f} MB/s, ETA {:.0f} s", p.shards_done,

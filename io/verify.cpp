@@ -517,6 +517,8 @@ class Verifier {
       cv.notify_all();
       reporter.join();
     }
+    if (options_.progress)
+      options_.progress({done, static_cast<int64_t>(jobs_.size()), bytes, bytes_total, elapsed(), true});
     report_.shards_read = static_cast<int64_t>(jobs_.size());
     report_.bytes_read = bytes;
     for (auto& p : problems)

@@ -35,6 +35,7 @@ struct VerifyProgress {
   int64_t shards_done = 0, shards_total = 0;  // of this process's share
   uint64_t bytes_done = 0, bytes_total = 0;
   double seconds = 0;
+  bool finished = false;  // the last call, once every shard of the share is read
 };
 
 struct VerifyOptions {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <future>
+#include <mutex>
 
 #include <cmath>
 #include <filesystem>
@@ -791,6 +792,33 @@ TEST_F(VerifyOutput, EveryDamagedShardIsReportedAndRanksShareTheShards) {
   r = e3::io::verify_output(dir_.path(), options);
   EXPECT_EQ(r.shards_read, 2);
   EXPECT_EQ(r.problems.size(), 2u);
+}
+
+TEST_F(VerifyOutput, ProgressCountsShardsAndBytesUpToTheTotal) {
+  build_good();
+  std::vector<e3::io::VerifyProgress> seen;
+  std::mutex m;
+  e3::io::VerifyOptions options;
+  options.threads = 2;
+  options.progress_interval_s = 1e-4;
+  options.progress = [&](const e3::io::VerifyProgress& p) {
+    std::lock_guard<std::mutex> lock(m);
+    seen.push_back(p);
+  };
+  e3::io::verify_output(dir_.path(), options);
+  const uint64_t total = m_.shards[0].bytes + m_.shards[1].bytes + m_.shards[2].bytes;
+  ASSERT_FALSE(seen.empty());
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].shards_total, 3);
+    EXPECT_EQ(seen[i].bytes_total, total);
+    EXPECT_LE(seen[i].bytes_done, total);
+    EXPECT_EQ(seen[i].finished, i + 1 == seen.size());
+    if (i > 0) {
+      EXPECT_GE(seen[i].bytes_done, seen[i - 1].bytes_done);
+    }
+  }
+  EXPECT_EQ(seen.back().shards_done, 3);
+  EXPECT_EQ(seen.back().bytes_done, total);
 }
 
 }  // namespace

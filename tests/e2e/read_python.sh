@@ -49,3 +49,26 @@ assert t.dtype == np.float32 and t.shape == (256,)
 assert t[0x38] == 1.0 and t[0x7E] == 448.0 and t[0xFE] == -448.0 and t[0x01] == 2.0**-9 and t[0x08] == 2.0**-6
 assert np.isnan(t[0x7F]) and np.isnan(t[0xFF]) and np.isfinite(np.delete(t, [0x7F, 0xFF])).all()
 PY
+# The fp8 branch on a sample made by hand with the DESIGN.md schema: byte 0x38 is 1.0, so
+# each value is its row's scale (hidden_states_scale [T, K], last_hidden_state_scale [T]).
+"$PYTHON" - "$work/snippet.py" "$work/fp8.h5" <<'PY' || fail "the README's fp8 decode is wrong"
+import sys
+import numpy as np
+import h5py
+ns = {}
+exec(open(sys.argv[1]).read().split("with h5py.File")[0], ns)
+with h5py.File(sys.argv[2], "w") as f:
+    f.attrs["dtype"] = np.bytes_("fp8")
+    s = f.create_group("samples/00000000")
+    s["hidden_states"] = np.full((2, 3, 4), 0x38, np.uint8)
+    s["hidden_states_scale"] = (np.arange(2)[:, None] * 10 + np.arange(3)[None, :]).astype(np.float32)
+    s["last_hidden_state"] = np.full((2, 4), 0xB8, np.uint8)  # -1.0
+    s["last_hidden_state_scale"] = np.array([0.5, 4.0], np.float32)
+with h5py.File(sys.argv[2], "r") as f:
+    s = f["samples/00000000"]
+    hs = ns["read_states"](s, "hidden_states")
+    last = ns["read_states"](s, "last_hidden_state")
+assert hs.shape == (2, 3, 4) and hs.dtype == np.float32
+assert (hs == (np.arange(2)[:, None, None] * 10 + np.arange(3)[None, :, None])).all(), hs
+assert (last == np.array([-0.5, -4.0])[:, None]).all(), last
+PY

@@ -97,6 +97,8 @@ Request parse_command_line(int argc, char** argv) {
   verify->add_flag("--allow-incomplete", req.verify_allow_incomplete,
                    "pass (exit 0) on a run that is not complete yet, checking what is there; without it an "
                    "incomplete run exits 6");
+  auto* verify_threads_opt =
+      verify->add_option("--threads", req.verify_threads, "shard files read at once; default: the cores of the node");
 
   auto* info = app.add_subcommand("info", "print the model config, default capture ids and memory per rank");
   std::string info_dir;
@@ -142,6 +144,8 @@ Request parse_command_line(int argc, char** argv) {
   if (verify->parsed()) {
     req.command = Command::Verify;
     req.verify_dir = verify_dir;
+    E3_REQUIRE(verify_threads_opt->count() == 0 || req.verify_threads > 0, ErrorKind::Usage,
+               "verify --threads must be positive, not {}", req.verify_threads);
     return req;
   }
   if (bench->parsed()) {

@@ -17,6 +17,7 @@ struct Request {
   jobs::RunConfig run;
   std::filesystem::path verify_dir;
   bool verify_allow_incomplete = false;  // verify --allow-incomplete: a partial run passes
+  int verify_threads = 0;                // verify --threads: shards read at once (0: the cores)
   jobs::InfoOptions info;
   jobs::BenchOptions bench;
   std::string help_text;  // for Command::Help

@@ -2,10 +2,14 @@
 // flushed, followed by an exit code from the README's table.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
+#include <thread>
+
+#include <mpi.h>
 
 #include <spdlog/spdlog.h>
 
@@ -26,6 +30,100 @@ namespace {
 using e3::Error;
 using e3::ErrorKind;
 
+// Ranks on this node, so that their verify threads share its cores.
+int ranks_on_node() {
+  MPI_Comm local;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local) != MPI_SUCCESS) return 1;
+  int n = 1;
+  MPI_Comm_size(local, &n);
+  MPI_Comm_free(&local);
+  return std::max(n, 1);
+}
+
+// `verify DIR`: each rank reads its share of the shard files (index % ranks); rank 0 prints
+// every problem found, one line each, and every rank exits with the same code. A failure
+// is agreed on by a gather, never by MPI_Abort.
+int run_verify(const e3::app::Request& req, const e3::parallel::MpiEnv& mpi) {
+  e3::io::VerifyOptions options;
+  options.rank = mpi.world_rank();
+  options.ranks = mpi.world_size();
+  options.collect_problems = true;
+  options.threads = req.verify_threads > 0
+                        ? req.verify_threads
+                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks_on_node());
+  options.progress = [&](const e3::io::VerifyProgress& p) {
+    if (p.finished) return;  // the summary line below says it
+    const double mb_s = p.seconds > 0 ? p.bytes_done / 1e6 / p.seconds : 0;
+    const double eta = mb_s > 0 ? (p.bytes_total - p.bytes_done) / 1e6 / mb_s : 0;
+    spdlog::info("verify: {} of {} shards, {:.2f} of {:.2f} GB read, {:.0f} MB/s, ETA {:.0f} s", p.shards_done,
+                 p.shards_total, p.bytes_done / 1e9, p.bytes_total / 1e9, mb_s, eta);
+  };
+  // Problems inside this rank's shard files go to rank 0; a problem of the manifests (or an
+  // incomplete run) is found alike by every rank, so rank 0 reports its own.
+  std::vector<e3::Error> found;
+  std::optional<e3::Error> global;
+  e3::io::VerifyReport r;
+  try {
+    r = e3::io::verify_output(req.verify_dir, options);
+    found = std::move(r.problems);
+    if (!req.verify_allow_incomplete) e3::io::require_complete(r, req.verify_dir);
+  } catch (const Error& e) {
+    global = e;
+  } catch (const std::exception& e) {
+    found.emplace_back(ErrorKind::Internal, e.what(), __FILE__, __LINE__);
+  }
+  std::string lines;
+  for (e3::Error& e : found) {
+    e.set_rank(mpi.world_rank());
+    std::string text = e.describe();
+    std::replace(text.begin(), text.end(), '\n', ' ');
+    lines += fmt::format("{}\t{}\n", e3::exit_code(e.kind()), text);
+  }
+  const int size = mpi.world_size();
+  const int length = static_cast<int>(lines.size());
+  std::vector<int> lengths(size), offsets(size);
+  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  for (int i = 1; i < size; ++i) offsets[i] = offsets[i - 1] + lengths[i - 1];
+  std::string all(mpi.world_rank() == 0 ? static_cast<size_t>(offsets[size - 1] + lengths[size - 1]) : 0, '\0');
+  MPI_Gatherv(lines.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
+  double sums[2] = {static_cast<double>(r.bytes_read), static_cast<double>(r.shards_read)}, totals[2] = {0, 0};
+  MPI_Reduce(sums, totals, 2, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  double seconds = 0;
+  MPI_Reduce(&r.seconds, &seconds, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  int code = 0;
+  if (mpi.world_rank() == 0) {
+    for (size_t at = 0; at < all.size();) {
+      const size_t tab = all.find('\t', at), end = all.find('\n', at);
+      if (code == 0) code = std::stoi(all.substr(at, tab - at));
+      spdlog::critical("{}", all.substr(tab + 1, end - tab - 1));
+      at = end + 1;
+    }
+    if (global) {
+      global->set_rank(0);
+      spdlog::critical("{}", global->describe());
+      if (code == 0) code = e3::exit_code(global->kind());
+    }
+    if (code == 0) {
+      const std::string parts =
+          r.part_count == 1 ? "" : fmt::format(", {} of {} parts present", r.parts, r.part_count);
+      const std::string unlisted =
+          r.unlisted == 0 ? ""
+                          : fmt::format(", {} of them committed after the last manifest update (a rerun lists them)",
+                                        r.unlisted);
+      spdlog::info("verify {}: ok: {} shards{}, {} samples, {} tokens, {} skipped, {} of {} input samples accounted "
+                   "for{}{}",
+                   req.verify_dir.string(), r.shards, unlisted, r.samples, r.tokens, r.skipped, r.samples + r.skipped,
+                   r.num_samples, parts, r.complete ? "" : " (run not complete)");
+      spdlog::info("verify {}: read {:.2f} GB of {} shard files in {:.1f} s: {:.0f} MB/s ({} rank{} x {} threads)",
+                   req.verify_dir.string(), totals[0] / 1e9, static_cast<int64_t>(totals[1]), seconds,
+                   seconds > 0 ? totals[0] / 1e6 / seconds : 0.0, size, size == 1 ? "" : "s", options.threads);
+    }
+    spdlog::default_logger()->flush();
+  }
+  MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return code;
+}
+
 // One MPI rank's whole life after MPI_Init.
 int run(int argc, char** argv, const e3::parallel::MpiEnv& mpi) {
   const std::string world_tag = fmt::format("[r{}/{}]", mpi.world_rank(), mpi.world_size());
@@ -44,25 +142,13 @@ int run(int argc, char** argv, const e3::parallel::MpiEnv& mpi) {
     if (mpi.world_rank() == 0) std::cout << req.help_text << std::flush;
     return 0;
   }
-  if (req.command == e3::app::Command::Verify || req.command == e3::app::Command::Info) {
+  if (req.command == e3::app::Command::Info) {
     if (mpi.world_rank() != 0) return 0;  // one report, whatever the launcher
-    if (req.command == e3::app::Command::Info) {
-      std::cout << e3::jobs::model_info(req.info) << std::flush;
-      return 0;
-    }
-    const e3::io::VerifyReport r = e3::io::verify_output(req.verify_dir);
-    if (!req.verify_allow_incomplete) e3::io::require_complete(r, req.verify_dir);
-    const std::string parts =
-        r.part_count == 1 ? "" : fmt::format(", {} of {} parts present", r.parts, r.part_count);
-    const std::string unlisted =
-        r.unlisted == 0 ? ""
-                        : fmt::format(", {} of them committed after the last manifest update (a rerun lists them)",
-                                      r.unlisted);
-    spdlog::info("verify {}: ok: {} shards{}, {} samples, {} tokens, {} skipped, {} of {} input samples accounted "
-                 "for{}{}",
-                 req.verify_dir.string(), r.shards, unlisted, r.samples, r.tokens, r.skipped, r.samples + r.skipped,
-                 r.num_samples, parts, r.complete ? "" : " (run not complete)");
+    std::cout << e3::jobs::model_info(req.info) << std::flush;
     return 0;
+  }
+  if (req.command == e3::app::Command::Verify) {
+    return run_verify(req, mpi);
   }
 
   if (req.command == e3::app::Command::Bench) {

@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 namespace e3::io {
@@ -32,6 +35,30 @@ std::vector<std::string> list_links(hid_t group, const std::string& where) {
   std::vector<std::string> names;
   E3_H5(H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_link, &names), "listing {}", where);
   return names;
+}
+
+std::optional<uint64_t> contiguous_offset(hid_t dataset) {
+  H5Id dcpl(E3_H5(H5Dget_create_plist(dataset), "H5Dget_create_plist"), H5Pclose);
+  if (H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS) return std::nullopt;
+  if (H5Pget_nfilters(dcpl.get()) > 0) return std::nullopt;
+  const haddr_t offset = H5Dget_offset(dataset);
+  if (offset == HADDR_UNDEF) return std::nullopt;
+  return static_cast<uint64_t>(offset);
+}
+
+void read_stored(hid_t dataset, void* out, const std::string& where) {
+  H5Id type(E3_H5(H5Dget_type(dataset), "{}: H5Dget_type", where), H5Tclose);
+  E3_H5(H5Dread(dataset, type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out), "reading {}", where);
+}
+
+void require_regular_file(const std::filesystem::path& path, ErrorKind kind) {
+  struct stat st {};
+  E3_REQUIRE(::lstat(path.c_str(), &st) == 0, kind, "{}: {}", path.string(), std::strerror(errno));
+  const char* what = S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                     : S_ISDIR(st.st_mode) ? "a directory" : S_ISSOCK(st.st_mode) ? "a socket"
+                     : S_ISREG(st.st_mode) ? nullptr : "a device or other special file";
+  E3_REQUIRE(what == nullptr, kind, "{}: is {}, not a regular file (a shard is a plain file written by a run)",
+             path.string(), what ? what : "");
 }
 
 std::string hdf5_error_text() {

@@ -5,7 +5,11 @@
 
 #include <hdf5.h>
 
+#include <bit>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <utility>
@@ -65,6 +69,42 @@ H5Id file_access_list();
 H5Id file_type_for(kernels::DType dtype);
 // Which storage dtype an HDF5 float type is, if any (fp32, bf16 or fp16 as written above).
 std::optional<kernels::DType> storage_dtype_of(hid_t type);
+
+// ---- reading stored values back without HDF5's (slow, soft-float) type conversion
+
+// The stored bits are little-endian; reading them as integers assumes a host of that order.
+static_assert(std::endian::native == std::endian::little, "shards are read as little-endian integers");
+
+inline float bf16_bits_to_float(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+
+inline float fp16_bits_to_float(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  const uint32_t exp = (bits >> 10) & 0x1Fu, man = bits & 0x3FFu;
+  if (exp == 0x1F) return std::bit_cast<float>(sign | 0x7F800000u | (man << 13));  // inf / NaN
+  if (exp != 0) return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (man << 13));
+  const float sub = std::ldexp(static_cast<float>(man), -24);  // subnormal (or zero)
+  return sign ? -sub : sub;
+}
+
+// float8 e4m3fn (no infinities; 0x7F and 0xFF are NaN), the value before its row's scale.
+inline float fp8_e4m3fn_to_float(uint8_t bits) {
+  const uint32_t exp = (bits >> 3) & 0xFu, man = bits & 0x7u;
+  float v;
+  if ((bits & 0x7F) == 0x7F) v = std::nanf("");
+  else if (exp == 0) v = std::ldexp(static_cast<float>(man), -9);
+  else v = std::ldexp(1.0f + static_cast<float>(man) / 8.0f, static_cast<int>(exp) - 7);
+  return (bits & 0x80) ? -v : v;
+}
+
+// Where a dataset's bytes lie in its file when stored contiguously (the shard writer's
+// layout); nullopt for chunked or not yet allocated storage.
+std::optional<uint64_t> contiguous_offset(hid_t dataset);
+// Reads a whole dataset with its own stored type as the memory type: the bits as they are.
+void read_stored(hid_t dataset, void* out, const std::string& where);
+
+// Throws a `kind` error naming `path` unless it is a regular file (a symlink, FIFO or
+// directory named like a shard must not be opened: opening a FIFO blocks).
+void require_regular_file(const std::filesystem::path& path, ErrorKind kind);
 
 // Names of the links in a group, in name order.
 std::vector<std::string> list_links(hid_t group, const std::string& where);

@@ -6,6 +6,8 @@ namespace e3::io {
 
 InspectedShard inspect_shard(const std::filesystem::path& path) {
   const std::string where = path.string();
+  // Named like a shard does not make it one: H5Fopen of a FIFO would wait forever.
+  require_regular_file(path, ErrorKind::Output);
   const H5Id fapl = file_access_list();  // kept open: closing it would clear the error stack
   H5Id file(E3_H5(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), "opening {}", where), H5Fclose);
   InspectedShard out;

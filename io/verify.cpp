@@ -1,10 +1,22 @@
 #include "io/verify.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -12,6 +24,7 @@
 #include "io/hdf5.h"
 #include "io/manifest.h"
 #include "io/shard_writer.h"
+#include "kernels/hash.h"
 
 namespace e3::io {
 namespace {
@@ -38,24 +51,322 @@ H5Id open_dataset(hid_t group, const char* name, const std::string& where) {
   return H5Id(E3_H5(H5Dopen2(group, name, H5P_DEFAULT), "{}: opening {}", where, name), H5Dclose);
 }
 
-// Reads a float dataset and checks every value is finite.
-void check_finite(hid_t ds, size_t n, const std::string& where, const char* name, std::vector<float>& buf) {
-  buf.resize(n);
-  E3_H5(H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), "{}: reading {}", where, name);
-  for (size_t i = 0; i < n; ++i)
-    E3_VERIFY(std::isfinite(buf[i]), "{}: {} has a non-finite value ({}) at flat index {}", where, name, buf[i], i);
+// How the values of a dataset are stored. A float8 value is only finite or NaN; its row's
+// float32 scale must be finite and not negative.
+enum class Encoding { F32, BF16, F16, FP8, Scale };
+
+size_t element_size(Encoding e) {
+  switch (e) {
+    case Encoding::BF16:
+    case Encoding::F16: return 2;
+    case Encoding::FP8: return 1;
+    default: return 4;
+  }
 }
 
-// The checks of one directory, shard by shard, remembering where each sample was seen.
+// The first element of `p[0, n)` that `bad` flags, or -1. Blocks are first scanned without
+// a branch per element (the compiler vectorizes that), then searched only when flagged.
+template <class T, class Bad>
+int64_t first_flagged(const T* p, size_t n, Bad bad) {
+  constexpr size_t kBlock = 4096;
+  for (size_t i = 0; i < n; i += kBlock) {
+    const size_t end = std::min(n, i + kBlock);
+    bool any = false;
+    for (size_t j = i; j < end; ++j) any |= bad(p[j]);
+    if (!any) continue;
+    for (size_t j = i; j < end; ++j)
+      if (bad(p[j])) return static_cast<int64_t>(j);
+  }
+  return -1;
+}
+
+// Checks the stored bits directly: inf and NaN are the exponent-all-ones patterns.
+int64_t first_bad(const void* data, size_t n, Encoding e) {
+  switch (e) {
+    case Encoding::BF16:
+      return first_flagged(static_cast<const uint16_t*>(data), n, [](uint16_t b) { return (b & 0x7F80u) == 0x7F80u; });
+    case Encoding::F16:
+      return first_flagged(static_cast<const uint16_t*>(data), n, [](uint16_t b) { return (b & 0x7C00u) == 0x7C00u; });
+    case Encoding::FP8:
+      return first_flagged(static_cast<const uint8_t*>(data), n, [](uint8_t b) { return (b & 0x7Fu) == 0x7Fu; });
+    case Encoding::F32:
+      return first_flagged(static_cast<const uint32_t*>(data), n,
+                           [](uint32_t b) { return (b & 0x7F800000u) == 0x7F800000u; });
+    case Encoding::Scale:
+      return first_flagged(static_cast<const float*>(data), n, [](float x) {
+        return !(x >= 0.0f && x <= std::numeric_limits<float>::max());
+      });
+  }
+  return -1;
+}
+
+float decode(const void* data, size_t i, Encoding e) {
+  switch (e) {
+    case Encoding::BF16: return bf16_bits_to_float(static_cast<const uint16_t*>(data)[i]);
+    case Encoding::F16: return fp16_bits_to_float(static_cast<const uint16_t*>(data)[i]);
+    case Encoding::FP8: return fp8_e4m3fn_to_float(static_cast<const uint8_t*>(data)[i]);
+    default: return static_cast<const float*>(data)[i];
+  }
+}
+
+// One dataset whose values are checked once the file's metadata is read.
+struct ValueRegion {
+  std::string where;  // "<file> sample <key>"
+  std::string name;   // the dataset
+  Encoding encoding = Encoding::F32;
+  uint64_t count = 0;
+  uint64_t offset = 0;  // of its bytes in the file (contiguous storage)
+};
+
+void check_values(const void* data, size_t n, uint64_t first_index, const ValueRegion& r) {
+  const int64_t bad = first_bad(data, n, r.encoding);
+  if (bad < 0) return;
+  if (r.encoding == Encoding::Scale)
+    E3_THROW(ErrorKind::Verify, "{}: {} has a negative or non-finite scale ({}) at flat index {}", r.where, r.name,
+             decode(data, static_cast<size_t>(bad), r.encoding), first_index + static_cast<uint64_t>(bad));
+  E3_THROW(ErrorKind::Verify, "{}: {} has a non-finite value ({}) at flat index {}", r.where, r.name,
+           decode(data, static_cast<size_t>(bad), r.encoding), first_index + static_cast<uint64_t>(bad));
+}
+
+// An open file descriptor, closed on scope exit.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// Reads exactly `n` bytes at `offset` (or throws naming the file).
+void pread_all(int fd, void* out, size_t n, uint64_t offset, const std::string& where) {
+  auto* p = static_cast<unsigned char*>(out);
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    E3_VERIFY(got > 0, "{}: reading at byte {}: {}", where, offset, got == 0 ? "unexpected end of file" : std::strerror(errno));
+    p += got;
+    n -= static_cast<size_t>(got);
+    offset += static_cast<uint64_t>(got);
+  }
+}
+
+struct ShardJob {
+  std::filesystem::path path;
+  CommittedShard record;
+};
+
+// Per-thread buffers, reused from shard to shard.
+struct ReadBuffers {
+  std::vector<unsigned char> io;
+};
+
+constexpr size_t kReadChunk = 8 << 20;
+
+// Checks shard files against their manifest records; shared by the threads of the pool.
+// The HDF5 library is built without thread safety, so its calls (the metadata: attributes,
+// groups, shapes, where each dataset's bytes lie) are made one thread at a time; the bulk of
+// the work, reading the bytes, hashing them and checking the values, runs in parallel.
+class ShardChecker {
+ public:
+  ShardChecker(const RunFingerprint& fp, std::optional<kernels::DType> dtype, bool fp8)
+      : fp_(fp), want_dtype_(dtype), fp8_(fp8), want_final_(fp.final_mode != "none"), K_(fp.layer_ids.size()) {}
+
+  void check(const ShardJob& job, ReadBuffers& buf, std::atomic<uint64_t>& bytes_done) {
+    const std::string where = job.path.string();
+    const CommittedShard& s = job.record;
+    struct stat st {};
+    if (::lstat(job.path.c_str(), &st) != 0) {
+      E3_VERIFY(errno != ENOENT, "{}: listed in the manifest but missing", where);
+      E3_THROW(ErrorKind::Verify, "{}: {}", where, std::strerror(errno));
+    }
+    require_regular_file(job.path, ErrorKind::Verify);
+    // O_NONBLOCK: should the name be swapped for a FIFO after the lstat, open must not wait.
+    Fd fd(::open(job.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+    E3_VERIFY(fd.get() >= 0, "{}: cannot open: {}", where, std::strerror(errno));
+    E3_VERIFY(::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode), "{}: not a regular file", where);
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    E3_VERIFY(size == s.bytes, "{}: {} bytes, the manifest says {} (truncated or rewritten)", where, size, s.bytes);
+    buf.io.resize(kReadChunk);
+    if (!s.checksum.empty()) {
+      // One sequential pass over the whole file; what HDF5 and the value checks read next
+      // comes from the page cache.
+      ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+      ContentHash hash;
+      for (uint64_t at = 0; at < size;) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(kReadChunk, size - at));
+        pread_all(fd.get(), buf.io.data(), n, at, where);
+        hash.update(buf.io.data(), n);
+        at += n;
+        bytes_done += n;
+      }
+      const std::string sum = hash.hex();
+      E3_VERIFY(sum == s.checksum, "{}: checksum {} differs from the manifest's {} (changed after it was written)",
+                where, sum, s.checksum);
+    }
+    std::vector<ValueRegion> regions;
+    {
+      std::lock_guard<std::mutex> lock(hdf5_);
+      metadata(job, regions, buf);
+    }
+    for (const ValueRegion& r : regions) {
+      const size_t esize = element_size(r.encoding);
+      E3_VERIFY(r.offset + r.count * esize <= size, "{}: {} lies past the end of the file", r.where, r.name);
+      for (uint64_t i = 0; i < r.count;) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(kReadChunk / esize, r.count - i));
+        pread_all(fd.get(), buf.io.data(), n * esize, r.offset + i * esize, where);
+        check_values(buf.io.data(), n, i, r);
+        if (s.checksum.empty()) bytes_done += n * esize;
+        i += n;
+      }
+    }
+  }
+
+ private:
+  // Everything that asks HDF5 (under hdf5_). Values of a dataset not stored contiguously are
+  // read and checked here; the others are left in `regions`.
+  void metadata(const ShardJob& job, std::vector<ValueRegion>& regions, ReadBuffers& buf) {
+    const CommittedShard& s = job.record;
+    const std::string where = job.path.string();
+    const H5Id fapl = file_access_list();  // kept open: closing it would clear the error stack
+    H5Id file(H5Fopen(job.path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
+    E3_VERIFY(static_cast<bool>(file), "{}: not a readable HDF5 file: {}", where, hdf5_error_text());
+    const hid_t f = file.get();
+    E3_VERIFY(read_attr_string(f, "format") == std::string(kFormatName), "{}: attribute format is not '{}'", where,
+              kFormatName);
+    E3_VERIFY(read_attr_int(f, "format_version") == kFormatVersion, "{}: unexpected format_version", where);
+    const auto layer_ids = read_attr_ints(f, "layer_ids");
+    E3_VERIFY(layer_ids == fp_.layer_ids, "{}: layer_ids [{}] differ from the manifest's [{}]", where,
+              fmt::join(layer_ids.value_or(std::vector<int32_t>{}), ","), fmt::join(fp_.layer_ids, ","));
+    E3_VERIFY(read_attr_string(f, "final") == fp_.final_mode, "{}: attribute final differs from the manifest", where);
+    E3_VERIFY(read_attr_string(f, "dtype") == fp_.dtype, "{}: attribute dtype differs from the manifest", where);
+    E3_VERIFY(read_attr_int(f, "shard_index") == s.shard_index, "{}: shard_index differs from the manifest", where);
+    const auto hidden = read_attr_int(f, "hidden_size");
+    E3_VERIFY(hidden && *hidden > 0, "{}: missing hidden_size", where);
+
+    E3_VERIFY(H5Lexists(f, "samples", H5P_DEFAULT) > 0, "{}: no /samples group", where);
+    H5Id samples(E3_H5(H5Gopen2(f, "samples", H5P_DEFAULT), "{}: opening /samples", where), H5Gclose);
+    std::vector<std::string> names = list_links(samples.get(), where);
+    std::set<std::string> expected;
+    for (int64_t idx : s.samples) expected.insert(fmt::format("{:08d}", idx));
+    for (const std::string& n : names)
+      E3_VERIFY(expected.count(n), "{}: sample {} is in the file but not in the manifest", where, n);
+    int64_t tokens = 0;
+    for (int64_t idx : s.samples) {
+      const std::string key = fmt::format("{:08d}", idx);
+      E3_VERIFY(std::find(names.begin(), names.end(), key) != names.end(), "{} sample {}: missing", where, key);
+      H5Id g(E3_H5(H5Gopen2(samples.get(), key.c_str(), H5P_DEFAULT), "{}: opening sample {}", where, key), H5Gclose);
+      tokens += sample(g.get(), fmt::format("{} sample {}", where, key), static_cast<hsize_t>(*hidden), regions, buf);
+    }
+    E3_VERIFY(tokens == s.num_tokens, "{}: {} tokens, the manifest says {}", where, tokens, s.num_tokens);
+    // Samples left out for non-finite states: the shard and the manifest must agree.
+    std::vector<std::string> in_file;
+    if (H5Lexists(f, "skipped", H5P_DEFAULT) > 0) {
+      H5Id skipped(E3_H5(H5Gopen2(f, "skipped", H5P_DEFAULT), "{}: opening /skipped", where), H5Gclose);
+      in_file = list_links(skipped.get(), where);
+    }
+    std::vector<std::string> in_manifest;
+    for (const SkippedSample& sk : s.skipped) in_manifest.push_back(fmt::format("{:08d}", sk.index));
+    std::sort(in_manifest.begin(), in_manifest.end());
+    E3_VERIFY(in_file == in_manifest, "{}: /skipped holds [{}], the manifest lists [{}]", where,
+              fmt::join(in_file, ","), fmt::join(in_manifest, ","));
+  }
+
+  // A dataset of states: its shape and stored type, and where its values are.
+  void states(hid_t g, const char* name, const std::vector<hsize_t>& dims, const std::string& sw,
+              std::vector<ValueRegion>& regions, ReadBuffers& buf) {
+    H5Id ds = open_dataset(g, name, sw);
+    DatasetShape shape = shape_of(ds.get());
+    E3_VERIFY(shape.dims == dims, "{}: {} has shape [{}], expected [{}]", sw, name, fmt::join(shape.dims, ", "),
+              fmt::join(dims, ", "));
+    Encoding enc = Encoding::F32;
+    if (fp8_) {
+      E3_VERIFY(H5Tget_class(shape.type.get()) == H5T_INTEGER && H5Tget_size(shape.type.get()) == 1 &&
+                    read_attr_string(ds.get(), "encoding") == std::string("float8_e4m3fn"),
+                "{}: {} is not stored as fp8 (uint8 with attribute encoding = \"float8_e4m3fn\")", sw, name);
+      enc = Encoding::FP8;
+    } else {
+      E3_VERIFY(storage_dtype_of(shape.type.get()) == want_dtype_, "{}: {} is not stored as {}", sw, name, fp_.dtype);
+      enc = *want_dtype_ == kernels::DType::BF16 ? Encoding::BF16
+            : *want_dtype_ == kernels::DType::F16 ? Encoding::F16
+                                                  : Encoding::F32;
+    }
+    region(ds.get(), sw, name, enc, dims, regions, buf);
+    if (!fp8_) return;
+    // Each row of float8 values carries its float32 scale: [T, K] for [T, K, H].
+    const std::string scale_name = std::string(name) + "_scale";
+    H5Id scale = open_dataset(g, scale_name.c_str(), sw);
+    DatasetShape scale_shape = shape_of(scale.get());
+    const std::vector<hsize_t> rows(dims.begin(), dims.end() - 1);
+    E3_VERIFY(scale_shape.dims == rows && storage_dtype_of(scale_shape.type.get()) == kernels::DType::F32,
+              "{}: {} must be float32 of shape [{}], it is [{}]", sw, scale_name, fmt::join(rows, ", "),
+              fmt::join(scale_shape.dims, ", "));
+    region(scale.get(), sw, scale_name, Encoding::Scale, rows, regions, buf);
+  }
+
+  void region(hid_t ds, const std::string& sw, const std::string& name, Encoding enc, const std::vector<hsize_t>& dims,
+              std::vector<ValueRegion>& regions, ReadBuffers& buf) {
+    uint64_t count = 1;
+    for (hsize_t d : dims) count *= d;
+    ValueRegion r{sw, name, enc, count, 0};
+    if (const auto offset = contiguous_offset(ds)) {
+      r.offset = *offset;
+      regions.push_back(std::move(r));
+      return;
+    }
+    // Not laid out in one piece (not how the writer stores it): HDF5 reads the stored bits.
+    std::vector<unsigned char> data(count * element_size(enc));
+    read_stored(ds, data.data(), sw + " " + name);
+    check_values(data.data(), count, 0, r);
+    (void)buf;
+  }
+
+  // Checks one /samples/<index> group; returns its token count.
+  int64_t sample(hid_t g, const std::string& sw, hsize_t H, std::vector<ValueRegion>& regions, ReadBuffers& buf) {
+    const hsize_t K = K_;
+    H5Id ids = open_dataset(g, "input_ids", sw);
+    DatasetShape ids_shape = shape_of(ids.get());
+    E3_VERIFY(ids_shape.dims.size() == 1 && ids_shape.dims[0] > 0 && H5Tget_class(ids_shape.type.get()) == H5T_INTEGER,
+              "{}: input_ids must be a non-empty 1-D integer dataset", sw);
+    const hsize_t T = ids_shape.dims[0];
+    E3_VERIFY(read_attr_int(g, "num_tokens") == static_cast<int64_t>(T), "{}: num_tokens attribute is not {}",
+              sw, T);
+    H5Id mask = open_dataset(g, "loss_mask", sw);
+    DatasetShape mask_shape = shape_of(mask.get());
+    E3_VERIFY(mask_shape.dims == std::vector<hsize_t>{T} && H5Tget_class(mask_shape.type.get()) == H5T_INTEGER,
+              "{}: loss_mask must be [{}] integers", sw, T);
+    states(g, "hidden_states", {T, K, H}, sw, regions, buf);
+    const bool has_last = H5Lexists(g, "last_hidden_state", H5P_DEFAULT) > 0;
+    E3_VERIFY(has_last == want_final_, "{}: last_hidden_state is {} but --final is {}", sw,
+              has_last ? "present" : "absent", fp_.final_mode);
+    if (has_last) states(g, "last_hidden_state", {T, H}, sw, regions, buf);
+    return static_cast<int64_t>(T);
+  }
+
+  const RunFingerprint fp_;
+  const std::optional<kernels::DType> want_dtype_;
+  const bool fp8_;
+  const bool want_final_;
+  const hsize_t K_;
+  std::mutex hdf5_;
+};
+
+// The checks of one directory from its manifests, remembering where each sample was seen;
+// the shard files of this process's share are queued for the pool.
 class Verifier {
  public:
-  Verifier(std::filesystem::path dir, const Manifest& first) : dir_(std::move(dir)), fp_(first.fingerprint) {
+  Verifier(std::filesystem::path dir, const Manifest& first, const VerifyOptions& options)
+      : dir_(std::move(dir)), fp_(first.fingerprint), options_(options) {
     if (fp_.dtype == "bf16") want_dtype_ = kernels::DType::BF16;
     if (fp_.dtype == "fp16") want_dtype_ = kernels::DType::F16;
     if (fp_.dtype == "fp32") want_dtype_ = kernels::DType::F32;
-    E3_VERIFY(want_dtype_.has_value(), "{}: unknown dtype '{}'", kManifestName, fp_.dtype);
-    want_final_ = fp_.final_mode != "none";
-    K_ = fp_.layer_ids.size();
+    fp8_ = fp_.dtype == "fp8";
+    E3_VERIFY(want_dtype_.has_value() || fp8_, "{}: unknown dtype '{}'", kManifestName, fp_.dtype);
     report_.num_samples = first.num_samples;
     report_.part_count = first.part.count;
     report_.parts = 0;
@@ -74,6 +385,7 @@ class Verifier {
     }
   }
 
+  // The checks across manifests; then the queued shard files are read.
   VerifyReport finish() {
     for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
       const std::string name = entry.path().filename().string();
@@ -94,7 +406,8 @@ class Verifier {
         E3_VERIFY(where_seen_.count(i) || skipped_in_.count(i), "sample {:08d} is neither stored nor listed as skipped",
                   i);
     }
-    return report_;
+    read_shards();
+    return std::move(report_);
   }
 
  private:
@@ -122,6 +435,7 @@ class Verifier {
     E3_VERIFY(found.run_fingerprint == fp_.digest(), "{}: not listed, and written by a run with other settings", where);
     E3_VERIFY(path.filename() == shard_file_name(found.record.shard_index), "{}: its shard_index says it is {}", where,
               shard_file_name(found.record.shard_index));
+    found.record.checksum.clear();  // taken from this very file: comparing it would prove nothing
     shard(found.record);
     ++report_.unlisted;
   }
@@ -130,119 +444,101 @@ class Verifier {
     const auto path = dir_ / s.file;
     const std::string where = path.string();
     E3_VERIFY(listed_.insert(s.file).second, "{}: listed by two manifests", where);
-    E3_VERIFY(std::filesystem::exists(path), "{}: listed in the manifest but missing", where);
-    const uint64_t size = std::filesystem::file_size(path);
-    E3_VERIFY(size == s.bytes, "{}: {} bytes, the manifest says {} (truncated or rewritten)", where, size, s.bytes);
-    if (!s.checksum.empty()) {
-      const std::string sum = file_checksum(path);
-      E3_VERIFY(sum == s.checksum, "{}: checksum {} differs from the manifest's {} (changed after it was written)",
-                where, sum, s.checksum);
-    }
-    const H5Id fapl = file_access_list();  // kept open: closing it would clear the error stack
-    H5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
-    E3_VERIFY(static_cast<bool>(file), "{}: not a readable HDF5 file: {}", where, hdf5_error_text());
-    const hid_t f = file.get();
-    E3_VERIFY(read_attr_string(f, "format") == std::string(kFormatName), "{}: attribute format is not '{}'", where,
-              kFormatName);
-    E3_VERIFY(read_attr_int(f, "format_version") == kFormatVersion, "{}: unexpected format_version", where);
-    const auto layer_ids = read_attr_ints(f, "layer_ids");
-    E3_VERIFY(layer_ids == fp_.layer_ids, "{}: layer_ids [{}] differ from the manifest's [{}]", where,
-              fmt::join(layer_ids.value_or(std::vector<int32_t>{}), ","), fmt::join(fp_.layer_ids, ","));
-    E3_VERIFY(read_attr_string(f, "final") == fp_.final_mode, "{}: attribute final differs from the manifest", where);
-    E3_VERIFY(read_attr_string(f, "dtype") == fp_.dtype, "{}: attribute dtype differs from the manifest", where);
-    E3_VERIFY(read_attr_int(f, "shard_index") == s.shard_index, "{}: shard_index differs from the manifest", where);
-    const auto hidden = read_attr_int(f, "hidden_size");
-    E3_VERIFY(hidden && *hidden > 0, "{}: missing hidden_size", where);
-
-    E3_VERIFY(H5Lexists(f, "samples", H5P_DEFAULT) > 0, "{}: no /samples group", where);
-    H5Id samples(E3_H5(H5Gopen2(f, "samples", H5P_DEFAULT), "{}: opening /samples", where), H5Gclose);
-    std::vector<std::string> names = list_links(samples.get(), where);
-    std::set<std::string> expected;
-    for (int64_t idx : s.samples) expected.insert(fmt::format("{:08d}", idx));
-    for (const std::string& n : names)
-      E3_VERIFY(expected.count(n), "{}: sample {} is in the file but not in the manifest", where, n);
-    int64_t tokens = 0;
     for (int64_t idx : s.samples) {
-      const std::string key = fmt::format("{:08d}", idx);
-      E3_VERIFY(std::find(names.begin(), names.end(), key) != names.end(), "{} sample {}: missing", where, key);
       E3_VERIFY(idx >= 0 && idx < report_.num_samples, "{}: holds sample {}, but the input has {} samples", where, idx,
                 report_.num_samples);
       auto [it, fresh] = where_seen_.emplace(idx, where);
       E3_VERIFY(fresh, "sample {:08d} appears twice: in {} and {}", idx, it->second, where);
-      H5Id g(E3_H5(H5Gopen2(samples.get(), key.c_str(), H5P_DEFAULT), "{}: opening sample {}", where, key), H5Gclose);
-      tokens += sample(g.get(), fmt::format("{} sample {}", where, key), static_cast<hsize_t>(*hidden));
       ++report_.samples;
     }
-    E3_VERIFY(tokens == s.num_tokens, "{}: {} tokens, the manifest says {}", where, tokens, s.num_tokens);
-    // Samples left out for non-finite states: the shard and the manifest must agree.
-    std::vector<std::string> in_file;
-    if (H5Lexists(f, "skipped", H5P_DEFAULT) > 0) {
-      H5Id skipped(E3_H5(H5Gopen2(f, "skipped", H5P_DEFAULT), "{}: opening /skipped", where), H5Gclose);
-      in_file = list_links(skipped.get(), where);
-    }
-    std::vector<std::string> in_manifest;
-    for (const SkippedSample& sk : s.skipped) {
-      note_skipped(sk, where);
-      in_manifest.push_back(fmt::format("{:08d}", sk.index));
-    }
-    std::sort(in_manifest.begin(), in_manifest.end());
-    E3_VERIFY(in_file == in_manifest, "{}: /skipped holds [{}], the manifest lists [{}]", where,
-              fmt::join(in_file, ","), fmt::join(in_manifest, ","));
-    report_.tokens += tokens;
+    for (const SkippedSample& sk : s.skipped) note_skipped(sk, where);
+    report_.tokens += s.num_tokens;
     ++report_.shards;
+    if (s.shard_index % options_.ranks == options_.rank) jobs_.push_back({path, s});
   }
 
-  // Checks one /samples/<index> group; returns its token count.
-  int64_t sample(hid_t group, const std::string& sw, hsize_t H) {
-    const hid_t g = group;
-    const hsize_t K = K_;
-    H5Id ids = open_dataset(g, "input_ids", sw);
-    DatasetShape ids_shape = shape_of(ids.get());
-    E3_VERIFY(ids_shape.dims.size() == 1 && ids_shape.dims[0] > 0 && H5Tget_class(ids_shape.type.get()) == H5T_INTEGER,
-              "{}: input_ids must be a non-empty 1-D integer dataset", sw);
-    const hsize_t T = ids_shape.dims[0];
-    E3_VERIFY(read_attr_int(g, "num_tokens") == static_cast<int64_t>(T), "{}: num_tokens attribute is not {}",
-              sw, T);
-    H5Id mask = open_dataset(g, "loss_mask", sw);
-    DatasetShape mask_shape = shape_of(mask.get());
-    E3_VERIFY(mask_shape.dims == std::vector<hsize_t>{T} && H5Tget_class(mask_shape.type.get()) == H5T_INTEGER,
-              "{}: loss_mask must be [{}] integers", sw, T);
-
-    H5Id hs = open_dataset(g, "hidden_states", sw);
-    DatasetShape hs_shape = shape_of(hs.get());
-    E3_VERIFY(hs_shape.dims == (std::vector<hsize_t>{T, K, H}), "{}: hidden_states has shape [{}], expected [{}, {}, {}]",
-              sw, fmt::join(hs_shape.dims, ", "), T, K, H);
-    E3_VERIFY(storage_dtype_of(hs_shape.type.get()) == want_dtype_, "{}: hidden_states is not stored as {}", sw,
-              fp_.dtype);
-    check_finite(hs.get(), T * K * H, sw, "hidden_states", buf_);
-
-    const bool has_last = H5Lexists(g, "last_hidden_state", H5P_DEFAULT) > 0;
-    E3_VERIFY(has_last == want_final_, "{}: last_hidden_state is {} but --final is {}", sw,
-              has_last ? "present" : "absent", fp_.final_mode);
-    if (has_last) {
-      H5Id last = open_dataset(g, "last_hidden_state", sw);
-      DatasetShape last_shape = shape_of(last.get());
-      E3_VERIFY(last_shape.dims == (std::vector<hsize_t>{T, H}), "{}: last_hidden_state has shape [{}], expected [{}, {}]",
-                sw, fmt::join(last_shape.dims, ", "), T, H);
-      E3_VERIFY(storage_dtype_of(last_shape.type.get()) == want_dtype_, "{}: last_hidden_state is not stored as {}", sw,
-                fp_.dtype);
-      check_finite(last.get(), T * H, sw, "last_hidden_state", buf_);
+  // Reads the queued shard files, several at a time.
+  void read_shards() {
+    std::sort(jobs_.begin(), jobs_.end(),
+              [](const ShardJob& a, const ShardJob& b) { return a.record.shard_index < b.record.shard_index; });
+    const auto start = std::chrono::steady_clock::now();
+    const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    uint64_t bytes_total = 0;
+    for (const ShardJob& j : jobs_) bytes_total += j.record.bytes;
+    const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+    const size_t threads =
+        std::max<size_t>(1, std::min(options_.threads > 0 ? static_cast<size_t>(options_.threads) : cores, jobs_.size()));
+    ShardChecker checker(fp_, want_dtype_, fp8_);
+    std::vector<std::optional<Error>> problems(jobs_.size());
+    std::atomic<size_t> next{0};
+    std::atomic<int64_t> done{0};
+    std::atomic<uint64_t> bytes{0};
+    std::atomic<bool> failed{false};
+    const auto work = [&] {
+      ReadBuffers buf;
+      for (size_t i; (i = next++) < jobs_.size();) {
+        // Without collect_problems only the first problem is reported: stop taking shards.
+        if (failed && !options_.collect_problems) break;
+        try {
+          checker.check(jobs_[i], buf, bytes);
+        } catch (const Error& e) {
+          problems[i] = e;
+          failed = true;
+        } catch (const std::exception& e) {
+          problems[i] = Error(ErrorKind::Verify, fmt::format("{}: {}", jobs_[i].path.string(), e.what()), __FILE__,
+                              __LINE__);
+          failed = true;
+        }
+        ++done;
+      }
+    };
+    std::mutex m;
+    std::condition_variable cv;
+    bool finished = false;
+    std::thread reporter;
+    if (options_.progress) {
+      reporter = std::thread([&] {
+        std::unique_lock<std::mutex> lock(m);
+        const auto interval = std::chrono::duration<double>(options_.progress_interval_s);
+        while (!cv.wait_for(lock, interval, [&] { return finished; }))
+          options_.progress({done, static_cast<int64_t>(jobs_.size()), bytes, bytes_total, elapsed()});
+      });
     }
-    return static_cast<int64_t>(T);
+    {
+      std::vector<std::thread> pool;
+      for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+      work();
+      for (std::thread& t : pool) t.join();
+    }
+    if (reporter.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(m);
+        finished = true;
+      }
+      cv.notify_all();
+      reporter.join();
+    }
+    if (options_.progress)
+      options_.progress({done, static_cast<int64_t>(jobs_.size()), bytes, bytes_total, elapsed(), true});
+    report_.shards_read = static_cast<int64_t>(jobs_.size());
+    report_.bytes_read = bytes;
+    for (auto& p : problems)
+      if (p) report_.problems.push_back(std::move(*p));
+    if (!report_.problems.empty() && !options_.collect_problems) throw report_.problems.front();
   }
 
   std::filesystem::path dir_;
   RunFingerprint fp_;
+  VerifyOptions options_;
   std::optional<kernels::DType> want_dtype_;
-  bool want_final_ = true;
-  hsize_t K_ = 0;
+  bool fp8_ = false;
   VerifyReport report_{};
   bool all_complete_ = true;
   std::map<int, bool> part_complete_;  // part index -> its manifest says complete
   std::map<int64_t, std::string> where_seen_;  // stored sample -> its shard
   std::map<int64_t, std::string> skipped_in_;  // skipped sample -> where it is listed
   std::set<std::string> listed_;               // shard files named by a manifest
-  std::vector<float> buf_;
+  std::vector<ShardJob> jobs_;                 // shard files this process reads
 };
 
 struct ShardRange {
@@ -363,7 +659,8 @@ void require_complete(const VerifyReport& r, const std::filesystem::path& dir) {
            r.part_count == 1 ? "the same command" : "the command of every part");
 }
 
-VerifyReport verify_output(const std::filesystem::path& dir) {
+VerifyReport verify_output(const std::filesystem::path& dir, const VerifyOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
   silence_hdf5_errors();
   E3_VERIFY(std::filesystem::is_directory(dir), "{} is not a directory", dir.string());
   // One manifest per job; several when parts of the dataset were written by separate jobs.
@@ -393,9 +690,13 @@ VerifyReport verify_output(const std::filesystem::path& dir) {
     E3_VERIFY(m.data_fingerprint == first.data_fingerprint && m.num_samples == first.num_samples,
               "{} and {} were made from different input data", a, b);
   }
-  Verifier v(dir, first);
+  E3_REQUIRE(options.ranks > 0 && options.rank >= 0 && options.rank < options.ranks, ErrorKind::Internal,
+             "verify: rank {} of {}", options.rank, options.ranks);
+  Verifier v(dir, first, options);
   for (const Manifest& m : manifests) v.manifest(m);
-  return v.finish();
+  VerifyReport r = v.finish();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
 }
 
 }  // namespace e3::io

@@ -3,8 +3,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "io/manifest.h"
 #include "kernels/error.h"
@@ -21,11 +23,39 @@ struct VerifyReport {
   int64_t part_count = 1;   // parts the dataset was cut into (--part I/P)
   int64_t unlisted = 0;     // whole shards committed after their manifest's last update
   bool complete = false;    // every part present and complete
+  int64_t shards_read = 0;  // shards whose files this process read (its share)
+  uint64_t bytes_read = 0;  // of those files
+  double seconds = 0;       // wall time of the whole check
+  // What the shards of this process's share were found to hold wrong, in shard order
+  // (filled only with VerifyOptions::collect_problems).
+  std::vector<Error> problems;
 };
 
-// Checks every shard and sample: presence exactly once, shapes, dtypes, attributes, sizes
-// and finiteness. Throws a verify error naming the first problem.
-VerifyReport verify_output(const std::filesystem::path& dir);
+struct VerifyProgress {
+  int64_t shards_done = 0, shards_total = 0;  // of this process's share
+  uint64_t bytes_done = 0, bytes_total = 0;
+  double seconds = 0;
+  bool finished = false;  // the last call, once every shard of the share is read
+};
+
+struct VerifyOptions {
+  int threads = 0;  // shards read at once; 0: the cores of this machine
+  // Under MPI each process reads the shards whose index % ranks == rank; the manifests are
+  // checked whole by every process (they are small), so each can count the samples.
+  int rank = 0, ranks = 1;
+  // Return the problems found in shard files in VerifyReport::problems instead of throwing
+  // the first: the caller reports every one (and combines them over ranks).
+  bool collect_problems = false;
+  double progress_interval_s = 5;
+  std::function<void(const VerifyProgress&)> progress;  // called from another thread
+};
+
+// Checks every shard and sample: presence exactly once, shapes, dtypes, attributes, sizes,
+// checksums and finiteness. Throws a verify error naming the first problem (problems of the
+// manifests are always thrown; those inside shard files only without collect_problems).
+// Shard files are read by a pool of threads: each file once, sequentially for its checksum,
+// then its values straight from the stored bits (no HDF5 type conversion).
+VerifyReport verify_output(const std::filesystem::path& dir, const VerifyOptions& options = {});
 
 // Throws a verify error saying how much of the dataset is there when `r` is not a complete
 // run: a partial output must not pass for training data unless the user asked for that

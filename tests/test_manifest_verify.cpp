@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <future>
+#include <mutex>
 
 #include <cmath>
 #include <filesystem>
@@ -18,6 +20,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "io/hdf5.h"
 #include "io/manifest.h"
 #include "io/shard_writer.h"
 #include "io/verify.h"
@@ -34,6 +37,7 @@ using e3::io::RunFingerprint;
 using e3::io::ShardAttributes;
 using e3::io::ShardWriter;
 using e3::io::SkippedSample;
+using e3::io::H5Id;
 
 #define EXPECT_HAS(text, part) EXPECT_NE((text).find(part), std::string::npos) << "'" << (part) << "' not in: " << (text)
 
@@ -644,6 +648,209 @@ TEST_F(VerifyOutput, ASampleSkippedForNonFiniteStatesIsAccountedFor) {
   m_.shards[1].skipped.clear();
   e3::io::write_manifest(dir_.path(), m_);
   EXPECT_HAS(verify_error(), "/skipped holds [00000003], the manifest lists []");
+}
+
+// ---------------------------------------------------------------- reading at the storage's speed
+
+TEST(StoredBits, DecodeBf16Fp16AndFp8) {
+  EXPECT_EQ(e3::io::bf16_bits_to_float(0x3F80), 1.0f);
+  EXPECT_EQ(e3::io::bf16_bits_to_float(0xC040), -3.0f);
+  EXPECT_TRUE(std::isinf(e3::io::bf16_bits_to_float(0x7F80)));
+  EXPECT_EQ(e3::io::fp16_bits_to_float(0x3C00), 1.0f);
+  EXPECT_EQ(e3::io::fp16_bits_to_float(0x7BFF), 65504.0f);
+  EXPECT_EQ(e3::io::fp16_bits_to_float(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(e3::io::fp16_bits_to_float(0x8400), -std::ldexp(1.0f, -14));
+  EXPECT_TRUE(std::isinf(e3::io::fp16_bits_to_float(0xFC00)));
+  EXPECT_TRUE(std::isnan(e3::io::fp16_bits_to_float(0x7E00)));
+  EXPECT_EQ(e3::io::fp8_e4m3fn_to_float(0x38), 1.0f);
+  EXPECT_EQ(e3::io::fp8_e4m3fn_to_float(0x7E), 448.0f);
+  EXPECT_EQ(e3::io::fp8_e4m3fn_to_float(0xFE), -448.0f);
+  EXPECT_EQ(e3::io::fp8_e4m3fn_to_float(0x01), std::ldexp(1.0f, -9));
+  EXPECT_EQ(e3::io::fp8_e4m3fn_to_float(0x07), 7.0f * std::ldexp(1.0f, -9));  // subnormal
+  EXPECT_EQ(e3::io::fp8_e4m3fn_to_float(0x0F), 1.875f * std::ldexp(1.0f, -6));
+  EXPECT_TRUE(std::isnan(e3::io::fp8_e4m3fn_to_float(0x7F)));
+  EXPECT_TRUE(std::isnan(e3::io::fp8_e4m3fn_to_float(0xFF)));
+}
+
+void write_u8(hid_t g, const char* name, const std::vector<hsize_t>& dims, const std::vector<uint8_t>& v) {
+  const H5Id space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+  const H5Id ds(H5Dcreate2(g, name, H5T_STD_U8LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  ASSERT_GE(H5Dwrite(ds.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
+  e3::io::write_attr(ds.get(), "encoding", std::string("float8_e4m3fn"));
+}
+
+void write_f32(hid_t g, const char* name, const std::vector<hsize_t>& dims, const std::vector<float>& v) {
+  const H5Id space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+  const H5Id ds(H5Dcreate2(g, name, H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  ASSERT_GE(H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
+}
+
+// An fp8 shard as the DESIGN.md schema has it, made with the HDF5 C API: hidden_states
+// uint8 [T, K, H] (encoding float8_e4m3fn) with float32 hidden_states_scale [T, K], and
+// last_hidden_state [T, H] with last_hidden_state_scale [T]. `poke` may spoil it.
+CommittedShard write_fp8_shard(const fs::path& dir, const RunFingerprint& fp, int64_t index,
+                               const std::vector<int64_t>& samples,
+                               const std::function<void(int64_t, std::vector<uint8_t>&, std::vector<float>&)>& poke) {
+  const fs::path path = dir / e3::io::shard_file_name(index);
+  CommittedShard rec{path.filename().string(), index, samples, 0, 0, "", {}};
+  {
+    const H5Id f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    e3::io::write_attr(f.get(), "format", std::string(e3::io::kFormatName));
+    e3::io::write_attr(f.get(), "format_version", e3::io::kFormatVersion);
+    e3::io::write_attr(f.get(), "layer_ids", fp.layer_ids);
+    e3::io::write_attr(f.get(), "final", fp.final_mode);
+    e3::io::write_attr(f.get(), "dtype", std::string("fp8"));
+    e3::io::write_attr(f.get(), "shard_index", index);
+    e3::io::write_attr(f.get(), "hidden_size", kH);
+    e3::io::write_attr(f.get(), "run_fingerprint", fp.digest());
+    const H5Id g(H5Gcreate2(f.get(), "samples", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+    for (int64_t s : samples) {
+      const hsize_t T = static_cast<hsize_t>(tokens_of(s)), K = fp.layer_ids.size(), H = kH;
+      const H5Id sg(H5Gcreate2(g.get(), fmt::format("{:08d}", s).c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                    H5Gclose);
+      std::vector<int32_t> ids(T, 7);
+      const H5Id space(H5Screate_simple(1, &T, nullptr), H5Sclose);
+      const H5Id ds(H5Dcreate2(sg.get(), "input_ids", H5T_STD_I32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT,
+                               H5P_DEFAULT), H5Dclose);
+      H5Dwrite(ds.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, ids.data());
+      write_u8(sg.get(), "loss_mask", {T}, std::vector<uint8_t>(T, 1));
+      e3::io::write_attr(sg.get(), "num_tokens", static_cast<int64_t>(T));
+      std::vector<uint8_t> hs(T * K * H), last(T * H);
+      for (size_t i = 0; i < hs.size(); ++i) hs[i] = static_cast<uint8_t>(i * 37 % 0x7F);  // never 0x7F
+      for (size_t i = 0; i < last.size(); ++i) last[i] = static_cast<uint8_t>(0x80 | (i * 11 % 0x7F));
+      std::vector<float> hs_scale(T * K, 0.5f), last_scale(T, 2.0f);
+      poke(s, hs, last_scale);
+      write_u8(sg.get(), "hidden_states", {T, K, H}, hs);
+      write_f32(sg.get(), "hidden_states_scale", {T, K}, hs_scale);
+      write_u8(sg.get(), "last_hidden_state", {T, H}, last);
+      write_f32(sg.get(), "last_hidden_state_scale", {T}, last_scale);
+      rec.num_tokens += static_cast<int64_t>(T);
+    }
+  }
+  rec.bytes = fs::file_size(path);
+  rec.checksum = e3::io::file_checksum(path);
+  return rec;
+}
+
+TEST_F(VerifyOutput, ChecksFp8ShardsWithTheirScales) {
+  fp_.dtype = "fp8";
+  m_.fingerprint = fp_;
+  const auto build = [&](const std::function<void(int64_t, std::vector<uint8_t>&, std::vector<float>&)>& poke) {
+    m_.shards.clear();
+    m_.shards.push_back(write_fp8_shard(dir_.path(), fp_, 0, {0, 1}, poke));
+    m_.shards.push_back(write_fp8_shard(dir_.path(), fp_, 1, {2}, poke));
+    m_.shards.push_back(write_fp8_shard(dir_.path(), fp_, 2, {4}, poke));
+    e3::io::write_manifest(dir_.path(), m_);
+  };
+  build([](int64_t, std::vector<uint8_t>&, std::vector<float>&) {});
+  const e3::io::VerifyReport r = e3::io::verify_output(dir_.path());
+  EXPECT_EQ(r.samples, 4);
+  EXPECT_EQ(r.shards_read, 3);
+  // 0xFF is NaN in e4m3fn (0x7F too); there is no infinity.
+  build([](int64_t s, std::vector<uint8_t>& hs, std::vector<float>&) {
+    if (s == 2) hs[5] = 0xFF;
+  });
+  std::string msg = verify_error();
+  EXPECT_HAS(msg, "shard-000001.h5 sample 00000002: hidden_states has a non-finite value (-nan) at flat index 5");
+  build([](int64_t s, std::vector<uint8_t>&, std::vector<float>& last_scale) {
+    if (s == 4) last_scale[1] = -1.0f;
+  });
+  msg = verify_error();
+  EXPECT_HAS(msg, "shard-000002.h5 sample 00000004: last_hidden_state_scale has a negative or non-finite scale (-1)");
+}
+
+// Runs `f` on another thread; fails the test (and releases the reader) if it blocks on `fifo`.
+std::optional<e3::Error> error_without_blocking(const fs::path& fifo, const std::function<void()>& f) {
+  auto result = std::async(std::launch::async, [&] { return e3::test::error_of(f); });
+  if (result.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+    ADD_FAILURE() << "blocked on the FIFO";
+    while (result.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+      const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  return result.get();
+}
+
+TEST_F(VerifyOutput, AFifoNamedLikeAListedShardIsRefusedWithoutBlocking) {
+  build_good();
+  const fs::path shard = dir_ / "shard-000001.h5";
+  fs::remove(shard);
+  ASSERT_EQ(::mkfifo(shard.c_str(), 0600), 0);
+  const auto err = error_without_blocking(shard, [&] { e3::io::verify_output(dir_.path()); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->kind(), ErrorKind::Verify);
+  EXPECT_HAS(std::string(err->what()), "shard-000001.h5: is a FIFO, not a regular file");
+}
+
+TEST_F(VerifyOutput, AnUnlistedFifoNamedLikeAShardIsRefusedWithoutBlocking) {
+  build_good();
+  const fs::path stray = dir_ / "shard-000009.h5";
+  ASSERT_EQ(::mkfifo(stray.c_str(), 0600), 0);
+  const auto err = error_without_blocking(stray, [&] { e3::io::verify_output(dir_.path()); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->kind(), ErrorKind::Verify);
+  EXPECT_HAS(std::string(err->what()), "shard-000009.h5: is a FIFO, not a regular file");
+}
+
+void flip_byte_near_end(const fs::path& path) {
+  std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+  f.seekp(-64, std::ios::end);
+  f.put('\x5a');
+}
+
+TEST_F(VerifyOutput, EveryDamagedShardIsReportedAndRanksShareTheShards) {
+  build_good();
+  flip_byte_near_end(dir_ / "shard-000000.h5");
+  flip_byte_near_end(dir_ / "shard-000002.h5");
+  e3::io::VerifyOptions options;
+  options.threads = 2;
+  options.collect_problems = true;
+  e3::io::VerifyReport r = e3::io::verify_output(dir_.path(), options);
+  ASSERT_EQ(r.problems.size(), 2u);
+  EXPECT_HAS(std::string(r.problems[0].what()), "shard-000000.h5: checksum");
+  EXPECT_HAS(std::string(r.problems[1].what()), "shard-000002.h5: checksum");
+  EXPECT_EQ(r.shards_read, 3);
+  EXPECT_EQ(r.bytes_read, m_.shards[0].bytes + m_.shards[1].bytes + m_.shards[2].bytes);
+  // Rank 1 of 2 reads shard 1 only (index % 2), which is whole; the counts cover all.
+  options.rank = 1;
+  options.ranks = 2;
+  r = e3::io::verify_output(dir_.path(), options);
+  EXPECT_TRUE(r.problems.empty());
+  EXPECT_EQ(r.shards_read, 1);
+  EXPECT_EQ(r.bytes_read, m_.shards[1].bytes);
+  EXPECT_EQ(r.samples, 4);
+  options.rank = 0;
+  r = e3::io::verify_output(dir_.path(), options);
+  EXPECT_EQ(r.shards_read, 2);
+  EXPECT_EQ(r.problems.size(), 2u);
+}
+
+TEST_F(VerifyOutput, ProgressCountsShardsAndBytesUpToTheTotal) {
+  build_good();
+  std::vector<e3::io::VerifyProgress> seen;
+  std::mutex m;
+  e3::io::VerifyOptions options;
+  options.threads = 2;
+  options.progress_interval_s = 1e-4;
+  options.progress = [&](const e3::io::VerifyProgress& p) {
+    std::lock_guard<std::mutex> lock(m);
+    seen.push_back(p);
+  };
+  e3::io::verify_output(dir_.path(), options);
+  const uint64_t total = m_.shards[0].bytes + m_.shards[1].bytes + m_.shards[2].bytes;
+  ASSERT_FALSE(seen.empty());
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].shards_total, 3);
+    EXPECT_EQ(seen[i].bytes_total, total);
+    EXPECT_LE(seen[i].bytes_done, total);
+    EXPECT_EQ(seen[i].finished, i + 1 == seen.size());
+    if (i > 0) {
+      EXPECT_GE(seen[i].bytes_done, seen[i - 1].bytes_done);
+    }
+  }
+  EXPECT_EQ(seen.back().shards_done, 3);
+  EXPECT_EQ(seen.back().bytes_done, total);
 }
 
 }  // namespace

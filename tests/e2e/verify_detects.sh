@@ -31,6 +31,47 @@ expect_verify_fails stray "shard-000009.h5: a shard file that no manifest lists"
 damaged nomanifest; rm "$work/nomanifest/manifest.json"
 expect_verify_fails nomanifest "no manifest.json"
 
+# A FIFO under a shard's name is refused, not opened (opening it would wait forever).
+damaged fifo; rm "$work/fifo/shard-000001.h5"; mkfifo "$work/fifo/shard-000001.h5"
+set +e
+timeout 120 "$E3_BIN" verify "$work/fifo" > "$work/fifo.log" 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 6 ] || { cat "$work/fifo.log"; fail "verify exit $rc on a FIFO shard, expected 6"; }
+grep -q "shard-000001.h5: is a FIFO, not a regular file" "$work/fifo.log" || { cat "$work/fifo.log"; fail "FIFO not named"; }
+
+# Under mpirun each rank reads its share (shard index % ranks); rank 0 prints every problem,
+# one line each, and all ranks exit 6 together: no MPI_Abort.
+damaged two
+for f in shard-000000.h5 shard-000001.h5; do
+  size=$(stat -c %s "$work/two/$f")
+  printf '\x5a' | dd of="$work/two/$f" bs=1 seek=$((size - 100)) conv=notrunc status=none
+done
+set +e
+$E3_MPIRUN -np 2 "$E3_BIN" verify --threads 1 "$work/two" > "$work/two.log" 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 6 ] || { cat "$work/two.log"; fail "verify under 2 ranks: exit $rc, expected 6"; }
+[ "$(grep -c "critical:" "$work/two.log")" -eq 2 ] || { cat "$work/two.log"; fail "expected 2 critical lines"; }
+grep -q "critical: rank 0: verify failed: .*shard-000000.h5: checksum" "$work/two.log" &&
+  grep -q "critical: rank 1: verify failed: .*shard-000001.h5: checksum" "$work/two.log" ||
+  { cat "$work/two.log"; fail "each rank's problem is not reported by rank 0"; }
+grep -q "MPI_ABORT was invoked" "$work/two.log" && { cat "$work/two.log"; fail "verify under 2 ranks aborted"; }
+set +e
+$E3_MPIRUN -np 2 "$E3_BIN" verify "$work/good" > "$work/good2.log" 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 0 ] || { cat "$work/good2.log"; fail "verify of a good output under 2 ranks: exit $rc"; }
+[ "$(grep -c ": ok: 3 shards, 8 samples" "$work/good2.log")" -eq 1 ] || { cat "$work/good2.log"; fail "not one ok line"; }
+tail -n 1 "$work/good2.log" | grep -q "read [0-9.]* GB of 3 shard files in .* s: [0-9]* MB/s (2 ranks x [0-9]* threads)" ||
+  { cat "$work/good2.log"; fail "the last line does not give the speed"; }
+set +e
+"$E3_BIN" verify --threads 0 "$work/good" > "$work/threads0.log" 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q "verify --threads must be positive" "$work/threads0.log" ||
+  { cat "$work/threads0.log"; fail "verify --threads 0: exit $rc"; }
+
 # A partial run is not a pass: `verify && train` must not train on part of the data.
 damaged partial
 python3 - "$work/partial/manifest.json" <<'PY'

@@ -52,6 +52,7 @@ class Verifier {
     if (fp_.dtype == "bf16") want_dtype_ = kernels::DType::BF16;
     if (fp_.dtype == "fp16") want_dtype_ = kernels::DType::F16;
     if (fp_.dtype == "fp32") want_dtype_ = kernels::DType::F32;
+    if (fp_.dtype == "fp8") want_dtype_ = kernels::DType::F8E4M3;
     E3_VERIFY(want_dtype_.has_value(), "{}: unknown dtype '{}'", kManifestName, fp_.dtype);
     want_final_ = fp_.final_mode != "none";
     K_ = fp_.layer_ids.size();
@@ -212,7 +213,7 @@ class Verifier {
               sw, fmt::join(hs_shape.dims, ", "), T, K, H);
     E3_VERIFY(storage_dtype_of(hs_shape.type.get()) == want_dtype_, "{}: hidden_states is not stored as {}", sw,
               fp_.dtype);
-    check_finite(hs.get(), T * K * H, sw, "hidden_states", buf_);
+    check_states(g, hs.get(), "hidden_states", {T, K}, H, sw);
 
     const bool has_last = H5Lexists(g, "last_hidden_state", H5P_DEFAULT) > 0;
     E3_VERIFY(has_last == want_final_, "{}: last_hidden_state is {} but --final is {}", sw,
@@ -224,9 +225,32 @@ class Verifier {
                 sw, fmt::join(last_shape.dims, ", "), T, H);
       E3_VERIFY(storage_dtype_of(last_shape.type.get()) == want_dtype_, "{}: last_hidden_state is not stored as {}", sw,
                 fp_.dtype);
-      check_finite(last.get(), T * H, sw, "last_hidden_state", buf_);
+      check_states(g, last.get(), "last_hidden_state", {T}, H, sw);
     }
     return static_cast<int64_t>(T);
+  }
+
+  // Every stored value finite. fp8 (uint8 codes): the encoding attribute, no NaN code, and a
+  // NAME_scale dataset of shape `rows` (the state's shape without H), finite and >= 0.
+  void check_states(hid_t g, hid_t ds, const char* name, const std::vector<hsize_t>& rows, hsize_t H,
+                    const std::string& sw) {
+    size_t n = 1;
+    for (hsize_t d : rows) n *= d;
+    if (want_dtype_ != kernels::DType::F8E4M3) return check_finite(ds, n * H, sw, name, buf_);
+    E3_VERIFY(read_attr_string(ds, "encoding") == std::string(kFp8Encoding), "{}: {} has no encoding attribute '{}'",
+              sw, name, kFp8Encoding);
+    std::vector<uint8_t> codes(n * H);
+    E3_H5(H5Dread(ds, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, codes.data()), "{}: reading {}", sw, name);
+    for (size_t i = 0; i < codes.size(); ++i)
+      E3_VERIFY((codes[i] & 0x7f) != 0x7f, "{}: {} holds the e4m3fn NaN code at flat index {}", sw, name, i);
+    const std::string scale_name = std::string(name) + "_scale";
+    H5Id scale = open_dataset(g, scale_name.c_str(), sw);
+    DatasetShape shape = shape_of(scale.get());
+    E3_VERIFY(shape.dims == rows && storage_dtype_of(shape.type.get()) == kernels::DType::F32,
+              "{}: {} must be float32 [{}], not [{}]", sw, scale_name, fmt::join(rows, ", "), fmt::join(shape.dims, ", "));
+    check_finite(scale.get(), n, sw, scale_name.c_str(), buf_);
+    for (size_t i = 0; i < n; ++i)
+      E3_VERIFY(buf_[i] >= 0, "{}: {} is negative ({}) at flat index {}", sw, scale_name, buf_[i], i);
   }
 
   std::filesystem::path dir_;

@@ -273,8 +273,8 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
                                   std::set<int64_t>(committed_idx.begin(), committed_idx.end()), rc.part);
 
   const int64_t bytes_per_token =
-      static_cast<int64_t>(layers.size() + (rc.final_mode == model::FinalMode::None ? 0 : 1)) * mc.hidden_size *
-      static_cast<int64_t>(kernels::dtype_size(rc.dtype));
+      static_cast<int64_t>(layers.size() + (rc.final_mode == model::FinalMode::None ? 0 : 1)) *
+      static_cast<int64_t>(kernels::storage_row_bytes(rc.dtype, mc.hidden_size));
   int64_t shards_pending = 0;
   for (const ShardPlan& s : plan.shards) shards_pending += s.committed ? 0 : 1;
   const uint64_t output_bytes =

@@ -196,7 +196,6 @@ void ShardWriter::write_sample_raw(int64_t index, const std::string* id, const s
                                    const void* final_rows) {
   const auto T = static_cast<hsize_t>(input_ids.size());
   const auto K = static_cast<hsize_t>(layers.size());
-  const auto H = static_cast<hsize_t>(attrs_.hidden_size);
   E3_REQUIRE(loss_mask.size() == input_ids.size() && K == attrs_.layer_ids.size(), ErrorKind::Internal,
              "sample {}: {} ids, {} mask, {} layers", index, input_ids.size(), loss_mask.size(), K);
   const size_t row = kernels::storage_row_bytes(attrs_.dtype, attrs_.hidden_size);

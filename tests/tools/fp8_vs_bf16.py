@@ -2,7 +2,8 @@
 README's "fp8 output" numbers). Reads the stored bits itself (no HDF5 type conversion): bf16 as
 the upper half of an fp32, fp8 through a 256-entry e4m3fn table times the *_scale datasets.
 Prints, per case and format, the per-token relative error (L2 over the H values of one token
-and one capture) over every token and capture id: median, 99th percentile and maximum.
+and one capture) over every row (token and capture id, the final state too): median, 99th
+percentile and maximum.
 
   /usr/bin/python3 fp8_vs_bf16.py CASE FP32_DIR BF16_DIR FP8_DIR [CASE FP32_DIR BF16_DIR FP8_DIR ...]
 """
@@ -67,7 +68,7 @@ def load(out_dir, fmt):
 def main(argv):
     if len(argv) % 4 != 0 or not argv:
         sys.exit(__doc__)
-    print(f"{'case':<14} {'format':<6} {'tokens':>7} {'median':>9} {'p99':>9} {'max':>9}")
+    print(f"{'case':<14} {'format':<6} {'rows':>7} {'median':>9} {'p99':>9} {'max':>9}")
     for i in range(0, len(argv), 4):
         case, truth_dir = argv[i], argv[i + 1]
         truth = load(truth_dir, "fp32")

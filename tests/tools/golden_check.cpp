@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
     if (dims != std::vector<hsize_t>{static_cast<hsize_t>(T)}) fail(key + ": loss_mask shape");
     bool stored_fp8 = false;
     const auto hs = read_dataset(g.get(), "hidden_states", dims, &stored_fp8);
-    if (stored_fp8 != fp8) fail(key + ": hidden_states " + (fp8 ? "is not" : "is") + " fp8 (--fp8 says what to expect)");
+    if (stored_fp8 != fp8) fail(key + (fp8 ? ": hidden_states is not fp8 (--fp8 expects it)" : ": hidden_states is fp8: pass --fp8"));
     const auto K = static_cast<hsize_t>(ids.size());
     if (dims != std::vector<hsize_t>{static_cast<hsize_t>(T), K, static_cast<hsize_t>(H)}) fail(key + ": hidden_states shape");
     std::vector<float> col(static_cast<size_t>(T * H));

@@ -81,7 +81,6 @@ E3_HOST_DEVICE inline float div_rn(float a, float b) {
 //   int32 and the rest are 0, so that the writer's non-finite check (which runs on these rows,
 //   before anything is written) can name the value and column as it does for bf16.
 inline constexpr float kE4m3Max = 448.0f;
-inline constexpr size_t kE4m3ScaleBytes = 4;
 
 // The scale of a row of finite values whose largest magnitude is amax.
 E3_HOST_DEVICE inline float e4m3_row_scale(float amax) { return div_rn(amax, kE4m3Max); }

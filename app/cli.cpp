@@ -43,7 +43,7 @@ Request parse_command_line(int argc, char** argv) {
   app.add_option("--collective-timeout", rc.collective_timeout_s,
                  "seconds one step may take before the watchdog ends the job (a stuck collective)")
       ->capture_default_str();
-  app.add_option("--dtype", dtype, "storage dtype of hidden states: bf16 | fp16 | fp32")->capture_default_str();
+  app.add_option("--dtype", dtype, "storage dtype of hidden states: bf16 | fp16 | fp32 | fp8 (e4m3fn + a scale per row)")->capture_default_str();
   app.add_option("--max-seq-len", rc.max_seq_len, "longest sample; longer ones follow --on-long")->capture_default_str();
   app.add_option("--on-long", on_long, "samples over --max-seq-len: skip | truncate | error")->capture_default_str();
   app.add_option("--on-nonfinite", on_nonfinite,
@@ -119,8 +119,10 @@ Request parse_command_line(int argc, char** argv) {
   bench->add_option("--comm", req.bench.comm, "auto | nccl | mpi")->capture_default_str();
   bench->add_option("--expert-dequant", req.bench.expert_dequant, "scratch | gemm (quantized experts)")
       ->capture_default_str();
+  bench->add_option("--dtype", req.bench.dtype, "storage dtype of the shards --out writes: bf16 | fp16 | fp32 | fp8")
+      ->capture_default_str();
   bench->add_option("--out", req.bench.out,
-                    "also time end to end: the same steps with 3 ids + final written as bf16 shards under this directory");
+                    "also time end to end: the same steps with 3 ids + final written as --dtype shards under this directory");
   app.require_subcommand(0, 1);
 
   try {

@@ -94,6 +94,8 @@ void H5Id::close() {
 
 H5Id file_type_for(kernels::DType dtype) {
   if (dtype == kernels::DType::F32) return H5Id(E3_H5(H5Tcopy(H5T_IEEE_F32LE), "H5Tcopy"), H5Tclose);
+  // fp8: the e4m3fn bits as uint8 (HDF5 has no such float; the dataset's `encoding` says so).
+  if (dtype == kernels::DType::F8E4M3) return H5Id(E3_H5(H5Tcopy(H5T_STD_U8LE), "H5Tcopy"), H5Tclose);
   // A custom little-endian float built from IEEE single, narrowed to 16 bits.
   H5Id t(E3_H5(H5Tcopy(H5T_IEEE_F32LE), "H5Tcopy"), H5Tclose);
   const bool bf16 = dtype == kernels::DType::BF16;
@@ -107,6 +109,8 @@ H5Id file_type_for(kernels::DType dtype) {
 }
 
 std::optional<kernels::DType> storage_dtype_of(hid_t type) {
+  if (H5Tget_class(type) == H5T_INTEGER && H5Tget_size(type) == 1 && H5Tget_sign(type) == H5T_SGN_NONE)
+    return kernels::DType::F8E4M3;  // only together with the fp8 encoding attribute (verify checks it)
   if (H5Tget_class(type) != H5T_FLOAT) return std::nullopt;
   const size_t size = H5Tget_size(type);
   if (size == 4) return kernels::DType::F32;

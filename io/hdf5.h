@@ -67,7 +67,7 @@ H5Id file_access_list();
 // The file type for a storage dtype. bf16 is a custom 16-bit float: sign bit 15, exponent
 // bits 7..14 (bias 127), mantissa bits 0..6; HDF5 converts it to and from native float.
 H5Id file_type_for(kernels::DType dtype);
-// Which storage dtype an HDF5 float type is, if any (fp32, bf16 or fp16 as written above).
+// Which storage dtype an HDF5 type is, if any (fp32, bf16 or fp16 as written above; uint8 for fp8).
 std::optional<kernels::DType> storage_dtype_of(hid_t type);
 
 // ---- reading stored values back without HDF5's (slow, soft-float) type conversion

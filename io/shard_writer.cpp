@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "kernels/hash.h"
+#include "kernels/quant.h"
 
 namespace e3::io {
 
@@ -96,7 +97,7 @@ ShardWriter::~ShardWriter() {
 
 namespace {
 
-void write_dataset(hid_t group, const char* name, hid_t file_type, hid_t mem_type, const std::vector<hsize_t>& dims,
+H5Id write_dataset(hid_t group, const char* name, hid_t file_type, hid_t mem_type, const std::vector<hsize_t>& dims,
                    const void* data) {
   H5Id space(E3_H5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), "H5Screate_simple"),
              H5Sclose);
@@ -104,6 +105,7 @@ void write_dataset(hid_t group, const char* name, hid_t file_type, hid_t mem_typ
                 "creating dataset {}", name),
           H5Dclose);
   E3_H5(H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "writing dataset {}", name);
+  return ds;
 }
 
 }  // namespace
@@ -112,14 +114,19 @@ void ShardWriter::write_sample(int64_t index, const std::string* id, const std::
                                const std::vector<uint8_t>& loss_mask, const std::vector<const float*>& layers,
                                const float* final_rows) {
   // Convert each [T, H] block to the storage dtype, then write as delivered by the pipeline.
-  const size_t T = input_ids.size(), H = static_cast<size_t>(attrs_.hidden_size), e = kernels::dtype_size(attrs_.dtype);
-  std::vector<std::vector<uint8_t>> blocks(layers.size() + (final_rows ? 1 : 0), std::vector<uint8_t>(T * H * e));
+  const size_t T = input_ids.size(), H = static_cast<size_t>(attrs_.hidden_size);
+  const size_t row = kernels::storage_row_bytes(attrs_.dtype, attrs_.hidden_size);
+  std::vector<std::vector<uint8_t>> blocks(layers.size() + (final_rows ? 1 : 0), std::vector<uint8_t>(T * row));
+  auto convert = [&](const float* src, std::vector<uint8_t>& dst) {
+    if (attrs_.dtype != kernels::DType::F8E4M3) return kernels::convert_from_float(src, attrs_.dtype, dst.data(), T * H);
+    for (size_t t = 0; t < T; ++t) kernels::encode_e4m3_row(src + t * H, attrs_.hidden_size, dst.data() + t * row);
+  };
   std::vector<const void*> rows;
   for (size_t k = 0; k < layers.size(); ++k) {
-    kernels::convert_from_float(layers[k], attrs_.dtype, blocks[k].data(), T * H);
+    convert(layers[k], blocks[k]);
     rows.push_back(blocks[k].data());
   }
-  if (final_rows) kernels::convert_from_float(final_rows, attrs_.dtype, blocks.back().data(), T * H);
+  if (final_rows) convert(final_rows, blocks.back());
   write_sample_raw(index, id, input_ids, loss_mask, rows, final_rows ? blocks.back().data() : nullptr);
 }
 
@@ -189,10 +196,10 @@ void ShardWriter::write_sample_raw(int64_t index, const std::string* id, const s
                                    const void* final_rows) {
   const auto T = static_cast<hsize_t>(input_ids.size());
   const auto K = static_cast<hsize_t>(layers.size());
-  const auto H = static_cast<hsize_t>(attrs_.hidden_size);
   E3_REQUIRE(loss_mask.size() == input_ids.size() && K == attrs_.layer_ids.size(), ErrorKind::Internal,
              "sample {}: {} ids, {} mask, {} layers", index, input_ids.size(), loss_mask.size(), K);
-  reserve(T * (K + (final_rows ? 1 : 0)) * H * kernels::dtype_size(attrs_.dtype) + T * 5 + kSampleMetadataBytes);
+  const size_t row = kernels::storage_row_bytes(attrs_.dtype, attrs_.hidden_size);
+  reserve(T * (K + (final_rows ? 1 : 0)) * row + T * 5 + kSampleMetadataBytes);
   H5Id group(E3_H5(H5Gcreate2(file_.get(), sample_group_name(index).c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                    "creating group {} in {}", sample_group_name(index), temp_path_.string()),
              H5Gclose);
@@ -201,6 +208,18 @@ void ShardWriter::write_sample_raw(int64_t index, const std::string* id, const s
   write_dataset(group.get(), "input_ids", H5T_STD_I32LE, H5T_NATIVE_INT32, {T}, input_ids.data());
   write_dataset(group.get(), "loss_mask", H5T_STD_U8LE, H5T_NATIVE_UINT8, {T}, loss_mask.data());
 
+  if (attrs_.dtype == kernels::DType::F8E4M3) {
+    write_fp8_states(group.get(), T, layers, final_rows);
+  } else {
+    write_states(group.get(), T, layers, final_rows);
+  }
+  record_.samples.push_back(index);
+  record_.num_tokens += static_cast<int64_t>(T);
+}
+
+void ShardWriter::write_states(hid_t group, hsize_t T, const std::vector<const void*>& layers, const void* final_rows) {
+  const auto K = static_cast<hsize_t>(layers.size());
+  const auto H = static_cast<hsize_t>(attrs_.hidden_size);
   // [T, K, H]: token-major, the K captures of a token side by side.
   const size_t row = H * kernels::dtype_size(attrs_.dtype);
   convert_buf_.resize(T * K * row);
@@ -209,11 +228,42 @@ void ShardWriter::write_sample_raw(int64_t index, const std::string* id, const s
   for (hsize_t t = 0; t < T; ++t)
     for (hsize_t k = 0; k < K; ++k)
       std::memcpy(convert_buf_.data() + (t * K + k) * row, static_cast<const uint8_t*>(layers[k]) + t * row, row);
-  write_dataset(group.get(), "hidden_states", storage_type_.get(), storage_type_.get(), {T, K, H}, convert_buf_.data());
-  if (final_rows)
-    write_dataset(group.get(), "last_hidden_state", storage_type_.get(), storage_type_.get(), {T, H}, final_rows);
-  record_.samples.push_back(index);
-  record_.num_tokens += static_cast<int64_t>(T);
+  write_dataset(group, "hidden_states", storage_type_.get(), storage_type_.get(), {T, K, H}, convert_buf_.data());
+  if (final_rows) write_dataset(group, "last_hidden_state", storage_type_.get(), storage_type_.get(), {T, H}, final_rows);
+}
+
+void ShardWriter::write_fp8_states(hid_t group, hsize_t T, const std::vector<const void*>& layers,
+                                   const void* final_rows) {
+  // Each delivered row is H codes then its scale (encode_e4m3_row): split into the codes
+  // [T, K, H] and the scales [T, K], the layout a reader indexes like bf16's.
+  const auto K = static_cast<hsize_t>(layers.size());
+  const auto H = static_cast<hsize_t>(attrs_.hidden_size);
+  const size_t row = kernels::storage_row_bytes(attrs_.dtype, attrs_.hidden_size);
+  convert_buf_.resize(T * K * H);
+  scale_buf_.resize(T * K);
+#pragma omp parallel for schedule(static)
+  for (hsize_t t = 0; t < T; ++t)
+    for (hsize_t k = 0; k < K; ++k) {
+      const uint8_t* src = static_cast<const uint8_t*>(layers[k]) + t * row;
+      std::memcpy(convert_buf_.data() + (t * K + k) * H, src, H);
+      scale_buf_[t * K + k] = kernels::e4m3_row_scale_of(src, attrs_.hidden_size);
+    }
+  auto codes = [&](const char* name, const std::vector<hsize_t>& dims, const void* data) {
+    const H5Id ds = write_dataset(group, name, storage_type_.get(), H5T_NATIVE_UINT8, dims, data);
+    write_attr(ds.get(), "encoding", std::string(kFp8Encoding));
+  };
+  codes("hidden_states", {T, K, H}, convert_buf_.data());
+  write_dataset(group, "hidden_states_scale", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {T, K}, scale_buf_.data());
+  if (!final_rows) return;
+  convert_buf_.resize(T * H);
+  scale_buf_.resize(T);
+  for (hsize_t t = 0; t < T; ++t) {
+    const uint8_t* src = static_cast<const uint8_t*>(final_rows) + t * row;
+    std::memcpy(convert_buf_.data() + t * H, src, H);
+    scale_buf_[t] = kernels::e4m3_row_scale_of(src, attrs_.hidden_size);
+  }
+  codes("last_hidden_state", {T, H}, convert_buf_.data());
+  write_dataset(group, "last_hidden_state_scale", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {T}, scale_buf_.data());
 }
 
 void ShardWriter::skip_sample(const SkippedSample& skipped) {

@@ -29,6 +29,8 @@ struct ShardAttributes {
 
 inline constexpr const char* kFormatName = "eagle3-hidden-states";
 inline constexpr int64_t kFormatVersion = 1;
+// The `encoding` attribute of the uint8 state datasets of a --dtype fp8 shard.
+inline constexpr const char* kFp8Encoding = "float8_e4m3fn";
 
 // "shard-000042.h5"
 std::string shard_file_name(int64_t shard_index);
@@ -65,7 +67,8 @@ class ShardWriter {
   void write_sample(int64_t index, const std::string* id, const std::vector<int32_t>& input_ids,
                     const std::vector<uint8_t>& loss_mask, const std::vector<const float*>& layers,
                     const float* final_rows);
-  // The same with rows already in the storage dtype (as the capture pipeline delivers them).
+  // The same with rows already in the storage dtype (as the capture pipeline delivers them),
+  // each storage_row_bytes long (fp8: codes then scale).
   void write_sample_raw(int64_t index, const std::string* id, const std::vector<int32_t>& input_ids,
                         const std::vector<uint8_t>& loss_mask, const std::vector<const void*>& layers,
                         const void* final_rows);
@@ -92,6 +95,9 @@ class ShardWriter {
   // only once the file system is nearly full.
   void reserve(uint64_t bytes);
   void release_reservation();
+  // The state datasets of one sample, from rows in the storage dtype (write_sample_raw).
+  void write_states(hid_t group, hsize_t T, const std::vector<const void*>& layers, const void* final_rows);
+  void write_fp8_states(hid_t group, hsize_t T, const std::vector<const void*>& layers, const void* final_rows);
   std::filesystem::path out_dir_;
   std::filesystem::path temp_path_;
   std::filesystem::path final_path_;
@@ -102,6 +108,7 @@ class ShardWriter {
   H5Id skipped_group_;  // created on the first skip_sample
   H5Id storage_type_;
   std::vector<uint8_t> convert_buf_;
+  std::vector<float> scale_buf_;  // fp8: the scales of one sample
   CommittedShard record_;
   bool committed_ = false;
   int reserve_fd_ = -1;        // the temporary file, for fallocate

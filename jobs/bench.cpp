@@ -75,7 +75,7 @@ double matmul_ceiling_tflops(kernels::Backend& be) {
   return reps * 2.0 * static_cast<double>(n) * n * n / secs / 1e12;
 }
 
-// `iters` steps written as bf16 shards (3 ids + final) under o.out, one shard per step, through
+// `iters` steps written as o.dtype shards (3 ids + final) under o.out, one shard per step, through
 // the same StagedCapture / AsyncStepWriter the extraction job uses. Returns seconds per step.
 double run_end_to_end(const BenchOptions& o, const model::ModelConfig& cfg, kernels::Backend& backend,
                       model::Model& m, const model::HostBatch& batch, const std::vector<int>& ids,
@@ -101,12 +101,12 @@ double run_end_to_end(const BenchOptions& o, const model::ModelConfig& cfg, kern
   attrs.model_type = cfg.model_type;
   attrs.hidden_size = cfg.hidden_size;
   attrs.num_hidden_layers = cfg.num_hidden_layers;
-  attrs.dtype = kernels::DType::BF16;
+  attrs.dtype = kernels::parse_storage_dtype(o.dtype);
   attrs.tp = grid.tp_size();
   attrs.model_path = "bench:" + o.config.string();
   attrs.tool_version = E3_VERSION_STRING;
   const bool writes = grid.is_writer();
-  model::StagedCapture capture(backend, ids, model::FinalMode::PostNorm, kernels::DType::BF16, cfg.hidden_size,
+  model::StagedCapture capture(backend, ids, model::FinalMode::PostNorm, attrs.dtype, cfg.hidden_size,
                                batch.num_tokens(), 2);
   ShardCommitter committer(dir, attrs, todo, NonfiniteCheck{OnNonfinite::Error, "bench"}, {});
   AsyncStepWriter writer(committer, capture, backend);
@@ -257,7 +257,9 @@ int run_bench(const BenchOptions& o, const parallel::Grid& grid) {
       line["e2e_tokens_per_s"] = std::round(static_cast<double>(tokens) * grid.dp_size() / e2e_secs);
       line["e2e_vs_compute"] = std::round(secs / e2e_secs * 1000) / 1000;
       line["e2e_written_gb_per_s"] =
-          std::round(static_cast<double>(tokens) * (capture_ids.size() + 1) * cfg.hidden_size * 2 / e2e_secs / 1e7) / 100;
+          std::round(static_cast<double>(tokens) * static_cast<double>(capture_ids.size() + 1) *
+                     static_cast<double>(kernels::storage_row_bytes(kernels::parse_storage_dtype(o.dtype), cfg.hidden_size)) /
+                     e2e_secs / 1e7) / 100;
     }
     std::printf("%s\n", line.dump().c_str());
     std::fflush(stdout);

@@ -21,6 +21,7 @@ struct BenchOptions {
   std::string comm = "auto";
   std::string expert_dequant = "scratch";  // scratch | gemm, as for a run
   std::filesystem::path out;     // when set, also time end to end with HDF5 shards written here
+  std::string dtype = "bf16";    // the storage dtype of the shards written under `out`
 };
 
 // FLOPs per token of a prefill of `seq` tokens, counted as shared/bench/hf_baseline.py counts

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "kernels/dtype.h"
 #include "kernels/error.h"
 #include "model/model.h"
 
@@ -62,6 +63,15 @@ std::string model_info(const InfoOptions& o) {
   if (c.num_hidden_layers >= 4) {
     line(fmt::format("default layers   [{}]  (EAGLE-3 preset [2, L/2, L-3], HF output_hidden_states ids)",
                      fmt::join(model::default_capture_ids(c), ", ")));
+    // What a shard holds per token with those ids and the final state, by --dtype.
+    const auto rows = static_cast<double>(model::default_capture_ids(c).size() + 1);
+    auto per_token = [&](kernels::DType t) {
+      return fmt::format("{} {:.1f} KiB", kernels::dtype_name(t),
+                         rows * static_cast<double>(kernels::storage_row_bytes(t, c.hidden_size)) / 1024.0);
+    };
+    line(fmt::format("output per token {}, {}, {} (default layers and the final state)",
+                     per_token(kernels::DType::BF16), per_token(kernels::DType::F8E4M3),
+                     per_token(kernels::DType::F32)));
   } else {
     line("default layers   none: fewer than 4 layers, pass --layers");
   }

@@ -15,8 +15,8 @@ std::vector<const ShardPlan*> WorkPlan::pending_for(int dp_group) const {
 }
 
 int64_t state_bytes_per_token(size_t capture_ids, bool final_stored, int64_t hidden_size, kernels::DType dtype) {
-  return static_cast<int64_t>(capture_ids + (final_stored ? 1 : 0)) * hidden_size *
-         static_cast<int64_t>(kernels::dtype_size(dtype));
+  return static_cast<int64_t>(capture_ids + (final_stored ? 1 : 0)) *
+         static_cast<int64_t>(kernels::storage_row_bytes(dtype, hidden_size));
 }
 
 std::vector<std::pair<int64_t, int64_t>> shard_ranges(const io::Dataset& data, const ShardLimits& limits) {

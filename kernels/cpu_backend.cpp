@@ -57,6 +57,16 @@ class CpuBackend final : public Backend {
   void synchronize() override {}
 
   void copy(Tensor src, Tensor dst) override { cpu::copy(src, dst); }
+  void encode_e4m3_rows(Tensor src, Tensor dst) override {
+    E3_REQUIRE(dst.dtype == DType::U8 && dst.rows == src.rows && dst.cols == src.cols + 4 && dst.contiguous(),
+               ErrorKind::Internal, "encode_e4m3_rows {} into {}", src.shape_str(), dst.shape_str());
+    std::vector<float> row(static_cast<size_t>(src.cols));
+    for (int64_t r = 0; r < src.rows; ++r) {
+      convert_to_float(static_cast<const char*>(src.data) + static_cast<size_t>(r * src.stride) * dtype_size(src.dtype),
+                       src.dtype, row.data(), row.size());
+      encode_e4m3_row(row.data(), src.cols, dst.as<uint8_t>() + r * dst.cols);
+    }
+  }
   DeviceBuffer allocate_host(size_t bytes) override { return allocate(bytes); }
   uint64_t copy_to_host_async(const void* src, void* dst, size_t bytes) override {
     std::memcpy(dst, src, bytes);

@@ -242,6 +242,10 @@ class CudaBackend final : public Backend {
                                     static_cast<size_t>(src.stride) * e, static_cast<size_t>(src.cols) * e,
                                     static_cast<size_t>(src.rows), cudaMemcpyDeviceToDevice, stream_));
   }
+  void encode_e4m3_rows(Tensor src, Tensor dst) override {
+    Timed t(this, "encode_e4m3");
+    cuda::encode_e4m3_rows(src, dst, stream_);
+  }
   DeviceBuffer allocate_host(size_t bytes) override {
     void* p = nullptr;
     if (bytes) E3_CUDA_CHECK(cudaMallocHost(&p, bytes));

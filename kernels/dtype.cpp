@@ -15,6 +15,7 @@ size_t dtype_size(DType t) {
     case DType::F16: return 2;
     case DType::I32: return 4;
     case DType::U8: return 1;
+    case DType::F8E4M3: return 1;
   }
   return 0;
 }
@@ -26,6 +27,7 @@ const char* dtype_name(DType t) {
     case DType::F16: return "fp16";
     case DType::I32: return "int32";
     case DType::U8: return "uint8";
+    case DType::F8E4M3: return "fp8";
   }
   return "?";
 }
@@ -34,7 +36,13 @@ DType parse_storage_dtype(const std::string& name) {
   if (name == "fp32") return DType::F32;
   if (name == "bf16") return DType::BF16;
   if (name == "fp16") return DType::F16;
-  E3_THROW(ErrorKind::Usage, "--dtype must be bf16, fp16 or fp32, not '{}'", name);
+  if (name == "fp8") return DType::F8E4M3;
+  E3_THROW(ErrorKind::Usage, "--dtype must be bf16, fp16, fp32 or fp8, not '{}'", name);
+}
+
+size_t storage_row_bytes(DType t, int64_t hidden) {
+  const auto h = static_cast<size_t>(hidden);
+  return t == DType::F8E4M3 ? h + sizeof(float) : h * dtype_size(t);
 }
 
 float fp16_to_float(uint16_t h) {
@@ -101,7 +109,8 @@ void convert_to_float(const void* src, DType from, float* dst, size_t n) {
       for (size_t i = 0; i < n; ++i) dst[i] = fp16_to_float(load_at<uint16_t>(src, i));
       return;
     case DType::I32:
-    case DType::U8: break;
+    case DType::U8:
+    case DType::F8E4M3: break;
   }
   E3_THROW(ErrorKind::Internal, "cannot convert {} to float", dtype_name(from));
 }
@@ -116,7 +125,8 @@ void convert_from_float(const float* src, DType to, void* dst, size_t n) {
       for (size_t i = 0; i < n; ++i) store_at(dst, i, float_to_fp16(src[i]));
       return;
     case DType::I32:
-    case DType::U8: break;
+    case DType::U8:
+    case DType::F8E4M3: break;
   }
   E3_THROW(ErrorKind::Internal, "cannot convert float to {}", dtype_name(to));
 }
@@ -150,7 +160,8 @@ size_t first_nonfinite(const void* data, DType t, size_t n) {
     case DType::BF16: return first_with_exponent(data, n, uint16_t{0x7f80u});
     case DType::F16: return first_with_exponent(data, n, uint16_t{0x7c00u});
     case DType::I32:
-    case DType::U8: break;
+    case DType::U8:
+    case DType::F8E4M3: break;
   }
   E3_THROW(ErrorKind::Internal, "first_nonfinite: {} is not a float type", dtype_name(t));
 }

@@ -8,12 +8,18 @@
 
 namespace e3::kernels {
 
-enum class DType { F32, BF16, F16, I32, U8 };  // U8: raw bytes (quantized weights)
+// U8: raw bytes (quantized weights). F8E4M3: the --dtype fp8 storage of captured states, e4m3fn
+// codes with a float32 scale per row (kernels/quant.h, encode_e4m3_row); never a compute dtype.
+enum class DType { F32, BF16, F16, I32, U8, F8E4M3 };
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);
-// Parses "fp32" / "bf16" / "fp16"; throws a usage error otherwise.
+// Parses "fp32" / "bf16" / "fp16" / "fp8"; throws a usage error otherwise.
 DType parse_storage_dtype(const std::string& name);
+// Bytes one captured row of `hidden` values takes in a storage dtype: the staging buffers, the
+// writer and every size estimate use this one formula. fp8 rows are the hidden e4m3fn codes
+// followed by the row's float32 scale.
+size_t storage_row_bytes(DType t, int64_t hidden);
 
 inline float bf16_to_float(uint16_t h) {
   uint32_t u = static_cast<uint32_t>(h) << 16;

@@ -24,6 +24,8 @@ void fill_random(Tensor t, uint64_t seed, float scale, cudaStream_t s);         
 
 void dequantize(const QuantStack& w, Tensor out, cudaStream_t s);              // quant_cuda.cu
 void fill_random_quant(const QuantStack& w, uint64_t seed, cudaStream_t s);     // quant_cuda.cu
+// --dtype fp8 rows: the twin of encode_e4m3_row, bit for bit. src F32/BF16 [rows, H], dst U8 [rows, H + 4].
+void encode_e4m3_rows(Tensor src, Tensor dst, cudaStream_t s);                  // quant_cuda.cu
 
 void rmsnorm(Tensor x, Tensor weight, float eps, Tensor out, cudaStream_t s);  // norm_cuda.cu
 void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out, Tensor out_f32, cudaStream_t s);

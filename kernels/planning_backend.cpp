@@ -19,6 +19,7 @@ class PlanningBackend final : public Backend {
   void download_float(Tensor, float*) override { refuse(); }
   void synchronize() override {}
   void copy(Tensor, Tensor) override { refuse(); }
+  void encode_e4m3_rows(Tensor, Tensor) override { refuse(); }
   DeviceBuffer allocate_host(size_t bytes) override { return DeviceBuffer(nullptr, bytes, nullptr); }
   uint64_t copy_to_host_async(const void*, void*, size_t) override { refuse(); }
   void wait_ticket(uint64_t) override {}

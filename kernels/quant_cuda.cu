@@ -151,4 +151,73 @@ void fill_random_quant(const QuantStack& w, uint64_t seed, cudaStream_t s) {
   E3_CUDA_LAUNCH_CHECK("fill_random_quant");
 }
 
+namespace {
+
+// One block per row: a reduction for the row's amax and first non-finite column, then the
+// codes. Every step is the one encode_e4m3_row takes (exact max, IEEE division, the shared
+// rounding), so the bytes equal the CPU's whatever the order of the reduction.
+template <typename T>
+__global__ void encode_e4m3_kernel(const T* src, int64_t stride, int64_t H, uint8_t* dst) {
+  const T* x = src + static_cast<int64_t>(blockIdx.x) * stride;
+  uint8_t* out = dst + static_cast<int64_t>(blockIdx.x) * (H + 4);
+  float amax = 0;
+  int64_t bad = H;
+  for (int64_t c = threadIdx.x; c < H; c += blockDim.x) {
+    const float a = fabsf(static_cast<float>(x[c]));
+    if (!(a <= 3.402823466e38f)) bad = c < bad ? c : bad;
+    else amax = fmaxf(amax, a);
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const auto other = static_cast<int64_t>(__shfl_xor_sync(0xffffffffu, static_cast<long long>(bad), o));
+    bad = other < bad ? other : bad;
+  }
+  __shared__ float s_amax[kThreads / 32];
+  __shared__ int64_t s_bad[kThreads / 32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  if (lane == 0) {
+    s_amax[warp] = amax;
+    s_bad[warp] = bad;
+  }
+  __syncthreads();
+  amax = 0;
+  bad = H;
+  for (int w = 0; w < warps; ++w) {
+    amax = fmaxf(amax, s_amax[w]);
+    bad = s_bad[w] < bad ? s_bad[w] : bad;
+  }
+  float scale;
+  if (bad < H) {
+    for (int64_t c = threadIdx.x; c < H; c += blockDim.x)
+      out[c] = c < 4 ? static_cast<uint8_t>(static_cast<uint32_t>(bad) >> (8 * c)) : 0;
+    scale = fabsf(static_cast<float>(x[bad]));
+  } else {
+    scale = e4m3_row_scale(amax);
+    for (int64_t c = threadIdx.x; c < H; c += blockDim.x)
+      out[c] = scale == 0.0f ? 0 : float_to_e4m3fn_sat(div_rn(static_cast<float>(x[c]), scale));
+  }
+  if (threadIdx.x == 0) {
+    uint32_t bits;
+    memcpy(&bits, &scale, 4);
+    for (int i = 0; i < 4; ++i) out[H + i] = static_cast<uint8_t>(bits >> (8 * i));  // any alignment
+  }
+}
+
+}  // namespace
+
+void encode_e4m3_rows(Tensor src, Tensor dst, cudaStream_t s) {
+  E3_REQUIRE(dst.dtype == DType::U8 && dst.rows == src.rows && dst.cols == src.cols + 4 && dst.contiguous() &&
+                 (src.dtype == DType::F32 || src.dtype == DType::BF16),
+             ErrorKind::Internal, "encode_e4m3_rows {} ({}) into {}", src.shape_str(), dtype_name(src.dtype),
+             dst.shape_str());
+  if (src.rows == 0) return;
+  const auto rows = static_cast<unsigned>(src.rows);
+  if (src.dtype == DType::F32) {
+    encode_e4m3_kernel<float><<<rows, kThreads, 0, s>>>(src.as<const float>(), src.stride, src.cols, dst.as<uint8_t>());
+  } else {
+    encode_e4m3_kernel<bf16><<<rows, kThreads, 0, s>>>(src.as<const bf16>(), src.stride, src.cols, dst.as<uint8_t>());
+  }
+  E3_CUDA_LAUNCH_CHECK("encode_e4m3_rows");
+}
+
 }  // namespace e3::kernels::cuda

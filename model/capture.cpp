@@ -143,7 +143,21 @@ StagedCapture::StagedCapture(kernels::Backend& backend, std::vector<int> ids, Fi
 }
 
 size_t StagedCapture::region_bytes() const {
-  return static_cast<size_t>(max_tokens_ * hidden_) * kernels::dtype_size(storage_);
+  return static_cast<size_t>(max_tokens_) * kernels::storage_row_bytes(storage_, hidden_);
+}
+
+void StagedCapture::stage(kernels::Tensor state, int region) {
+  const size_t offset = (static_cast<size_t>(slot_) * static_cast<size_t>(regions_) + static_cast<size_t>(region)) *
+                        region_bytes();
+  if (storage_ == kernels::DType::F8E4M3) {
+    // Encoded from the captured values themselves, so that a NaN or infinity among them
+    // reaches the writer's check (encode_e4m3_row marks such a row) before anything is stored.
+    backend_.encode_e4m3_rows(
+        state, device_.view(kernels::DType::U8, state.rows,
+                            static_cast<int64_t>(kernels::storage_row_bytes(storage_, hidden_)), offset));
+  } else {
+    backend_.copy(state, device_.view(storage_, state.rows, state.cols, offset));
+  }
 }
 
 int StagedCapture::region_of(int id) const {
@@ -165,20 +179,17 @@ void StagedCapture::capture(int id, kernels::Tensor state) {
   audit_.record(id, state.rows, state.cols);
   const int r = region_of(id);
   if (r < 0 || state.rows != tokens_ || state.cols != hidden_) return;  // the audit reports it
-  const size_t offset = (static_cast<size_t>(slot_) * static_cast<size_t>(regions_) + static_cast<size_t>(r)) * region_bytes();
-  backend_.copy(state, device_.view(storage_, state.rows, state.cols, offset));
+  stage(state, r);
 }
 
 void StagedCapture::capture_final(kernels::Tensor state) {
   audit_.record(CaptureAudit::kFinal, state.rows, state.cols);
   if (final_ == FinalMode::None || state.rows != tokens_ || state.cols != hidden_) return;
-  const size_t offset = (static_cast<size_t>(slot_) * static_cast<size_t>(regions_) + static_cast<size_t>(regions_ - 1)) *
-                        region_bytes();
-  backend_.copy(state, device_.view(storage_, state.rows, state.cols, offset));
+  stage(state, regions_ - 1);
 }
 
 uint64_t StagedCapture::finish_step() {
-  const size_t used = static_cast<size_t>(tokens_ * hidden_) * kernels::dtype_size(storage_);
+  const size_t used = static_cast<size_t>(tokens_) * kernels::storage_row_bytes(storage_, hidden_);
   uint64_t ticket = 0;
   for (int r = 0; r < regions_; ++r) {
     const size_t offset = (static_cast<size_t>(slot_) * static_cast<size_t>(regions_) + static_cast<size_t>(r)) * region_bytes();

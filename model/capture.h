@@ -105,7 +105,8 @@ class StagedCapture final : public CaptureSink {
   // Enqueues the copies out of this step; wait on the ticket before reading its rows.
   uint64_t finish_step();
 
-  // Host rows ([tokens, H], storage dtype, row stride H) of the k-th requested id in `slot`.
+  // Host rows of the k-th requested id in `slot`: [tokens, H] in the storage dtype, each row
+  // storage_row_bytes(storage, H) long (fp8: codes then scale, kernels/quant.h).
   const void* layer(int slot, size_t k) const;
   const void* final_state(int slot) const;
   size_t num_ids() const { return ids_.size(); }
@@ -117,6 +118,7 @@ class StagedCapture final : public CaptureSink {
  private:
   int region_of(int id) const;  // distinct id index, or regions_ - 1 for the final state
   size_t region_bytes() const;
+  void stage(kernels::Tensor state, int region);  // into this step's region, in the storage dtype
   kernels::Backend& backend_;
   std::vector<int> ids_, distinct_;
   FinalMode final_;

@@ -394,6 +394,8 @@ TEST(InfoKimi, K2AtTp8ReportsExpertsLayersAndMemory) {
   EXPECT_TRUE(Contains(text, "384 experts"));
   EXPECT_TRUE(Contains(text, "default layers   [2, 30, 58]"));
   EXPECT_TRUE(Contains(text, "fits 141 GiB   NO"));
+  // 4 rows (3 ids and the final state) of 7168: bf16 2 bytes a value, fp8 1 plus a 4-byte scale.
+  EXPECT_TRUE(Contains(text, "output per token bf16 56.0 KiB, fp8 28.0 KiB, fp32 112.0 KiB")) << text;
 
   std::smatch m;
   ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(cuda \(bf16\)\s+weights ([0-9.]+) GiB)"))) << text;

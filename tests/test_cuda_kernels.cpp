@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
@@ -503,6 +504,56 @@ void CudaKernel::check_experts(int64_t M, int64_t H, int64_t I) {
   cpu_->moe_experts(x.cpu, ids.cpu, w.cpu, ec, out.cpu, cs.view(DType::I32, 1, static_cast<int64_t>(cs.bytes() / 4)));
   gpu_->moe_experts(x.gpu, ids.gpu, w.gpu, eg, out.gpu, gs.view(DType::I32, 1, static_cast<int64_t>(gs.bytes() / 4)));
   expect_close(out, 1.5e-2, "moe experts");
+}
+
+}  // namespace
+}  // namespace e3::kernels
+
+namespace e3::kernels {
+namespace {
+
+// --dtype fp8: the GPU's encode must give the CPU's bytes exactly, from fp32 and from bf16
+// captures, for every case the encoder distinguishes: values over many binades (normal and
+// subnormal codes, ties), amax 0, a row whose amax / 448 underflows, NaN and infinity (the
+// first non-finite column, wherever it falls in the block's reduction), H not a multiple of the
+// block, and a strided source.
+TEST_F(CudaKernel, EncodeE4m3MatchesTheCpuTwinBitForBit) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t H : {int64_t{7}, int64_t{256}, int64_t{1000}, int64_t{7168}}) {
+    const int64_t rows = 9, stride = H + 3;
+    std::vector<float> v = e3::test::random_floats(static_cast<size_t>(rows * H), static_cast<uint64_t>(H));
+    for (int64_t i = 0; i < rows * H; ++i) v[static_cast<size_t>(i)] *= std::ldexp(1.0f, static_cast<int>(i % 30) - 15);
+    auto at = [&](int64_t r, int64_t c) -> float& { return v[static_cast<size_t>(r * H + c)]; };
+    for (int64_t c = 0; c < H; ++c) {
+      at(1, c) = 0.0f;                      // amax 0
+      at(2, c) = c % 2 ? 1e-45f : -1e-45f;  // amax / 448 underflows
+    }
+    at(3, H - 1) = nan;                    // the last column
+    at(4, H / 2) = -inf;
+    at(4, H - 1) = nan;                    // the first of two counts
+    at(5, 0) = inf;
+    at(6, H / 3) = 448.0f * 3.0f;          // an exact amax: codes of exactly 448 and ties below
+    for (DType src : {DType::F32, DType::BF16}) {
+      SCOPED_TRACE(fmt::format("H {} from {}", H, dtype_name(src)));
+      Pair in = make(rows, H, v, src, stride);
+      const int64_t row = H + 4;
+      DeviceBuffer cpu_out = cpu_->allocate(static_cast<size_t>(rows * row));
+      DeviceBuffer gpu_out = gpu_->allocate(static_cast<size_t>(rows * row));
+      // The CPU twin encodes the values the GPU holds (bf16-rounded when the GPU has bf16).
+      std::vector<float> held = host(*gpu_, in.gpu);
+      Pair same = make(rows, H, held, DType::F32);
+      cpu_->encode_e4m3_rows(same.cpu, cpu_out.view(DType::U8, rows, row));
+      gpu_->encode_e4m3_rows(in.gpu, gpu_out.view(DType::U8, rows, row));
+      std::vector<uint8_t> want(static_cast<size_t>(rows * row)), got(want.size());
+      std::memcpy(want.data(), cpu_out.data(), want.size());
+      gpu_->wait_ticket(gpu_->copy_to_host_async(gpu_out.data(), got.data(), got.size()));
+      size_t differ = 0;
+      for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
+      EXPECT_EQ(differ, 0u) << "of " << got.size();
+      EXPECT_EQ(e4m3_row_bad_column(got.data() + 3 * row, H), H - 1);
+      EXPECT_EQ(e4m3_row_bad_column(got.data() + 4 * row, H), H / 2);
+    }
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "io/hdf5.h"
 #include "io/shard_writer.h"
 #include "kernels/dtype.h"
+#include "kernels/quant.h"
 #include "kernels/error.h"
 #include "support/test_support.h"
 
@@ -328,6 +329,71 @@ TEST(Hdf5Inspect, RejectsAFileThatIsNotAShard) {
       EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
     }
   }
+}
+
+}  // namespace
+
+namespace {
+
+// --dtype fp8: uint8 codes with the encoding attribute, and a float32 scale per token and
+// capture, that decode (code table times scale) to what encode_e4m3_row made of the input.
+TEST(Hdf5Shard, Fp8SchemaCodesScalesAndEncoding) {
+  e3::test::TempDir dir;
+  ShardWriter w(dir.path(), 0, make_attrs(DType::F8E4M3));
+  const Sample s = make_sample(4, "f", 3, 300);
+  write(w, s);
+  w.commit();
+  H5Id file(H5Fopen((dir / "shard-000000.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  ASSERT_TRUE(static_cast<bool>(file));
+  EXPECT_EQ(e3::io::read_attr_string(file.get(), "dtype"), std::string("fp8"));
+  const hsize_t T = 3, K = 2;
+  H5Id hs = open_ds(file.get(), "/samples/00000004/hidden_states");
+  H5Id last = open_ds(file.get(), "/samples/00000004/last_hidden_state");
+  for (hid_t ds : {hs.get(), last.get()}) {
+    H5Id type(H5Dget_type(ds), H5Tclose);
+    EXPECT_EQ(H5Tget_class(type.get()), H5T_INTEGER);
+    EXPECT_EQ(H5Tget_size(type.get()), 1u);
+    EXPECT_EQ(H5Tget_sign(type.get()), H5T_SGN_NONE);
+    EXPECT_EQ(e3::io::read_attr_string(ds, "encoding"), std::string("float8_e4m3fn"));
+  }
+  EXPECT_EQ(dims_of(hs.get()), (std::vector<hsize_t>{T, K, kH}));
+  EXPECT_EQ(dims_of(last.get()), (std::vector<hsize_t>{T, kH}));
+  H5Id hs_scale = open_ds(file.get(), "/samples/00000004/hidden_states_scale");
+  H5Id last_scale = open_ds(file.get(), "/samples/00000004/last_hidden_state_scale");
+  EXPECT_EQ(dims_of(hs_scale.get()), (std::vector<hsize_t>{T, K}));
+  EXPECT_EQ(dims_of(last_scale.get()), (std::vector<hsize_t>{T}));
+  H5Id scale_type(H5Dget_type(hs_scale.get()), H5Tclose);
+  EXPECT_EQ(e3::io::storage_dtype_of(scale_type.get()), DType::F32);
+
+  const auto codes = read_all<uint8_t>(hs.get(), H5T_NATIVE_UINT8);
+  const auto scales = read_all<float>(hs_scale.get(), H5T_NATIVE_FLOAT);
+  const auto last_codes = read_all<uint8_t>(last.get(), H5T_NATIVE_UINT8);
+  const auto last_scales = read_all<float>(last_scale.get(), H5T_NATIVE_FLOAT);
+  std::vector<uint8_t> want(kH + 4);
+  for (hsize_t t = 0; t < T; ++t) {
+    for (hsize_t k = 0; k <= K; ++k) {  // k == K: the final state
+      const float* x = (k < K ? s.layers[k].data() : s.final_rows.data()) + t * kH;
+      e3::kernels::encode_e4m3_row(x, kH, want.data());
+      const uint8_t* got = k < K ? codes.data() + (t * K + k) * kH : last_codes.data() + t * kH;
+      const float scale = k < K ? scales[t * K + k] : last_scales[t];
+      float amax = 0;
+      for (int64_t c = 0; c < kH; ++c) amax = std::max(amax, std::fabs(x[c]));
+      EXPECT_EQ(scale, amax / 448.0f) << t << " " << k;
+      EXPECT_EQ(scale, e3::kernels::e4m3_row_scale_of(want.data(), kH));
+      for (int64_t c = 0; c < kH; ++c) {
+        EXPECT_EQ(got[c], want[static_cast<size_t>(c)]) << t << " " << k << " " << c;
+        EXPECT_NEAR(e3::kernels::e4m3fn_to_float(got[c]) * scale, x[c], std::fabs(x[c]) * 0.0625f + scale * 0.001f);
+      }
+    }
+  }
+}
+
+TEST(Hdf5StorageType, Fp8IsUint8) {
+  H5Id type = e3::io::file_type_for(DType::F8E4M3);
+  EXPECT_EQ(e3::io::storage_dtype_of(type.get()), DType::F8E4M3);
+  EXPECT_EQ(H5Tget_size(type.get()), 1u);
+  EXPECT_EQ(e3::kernels::storage_row_bytes(DType::F8E4M3, 4096), 4100u);
+  EXPECT_EQ(e3::kernels::storage_row_bytes(DType::BF16, 4096), 8192u);
 }
 
 }  // namespace

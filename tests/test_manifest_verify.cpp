@@ -390,7 +390,7 @@ TEST_F(VerifyOutput, PassesOnACompleteDirectory) {
 }
 
 TEST_F(VerifyOutput, PassesForEveryStorageDtypeAndFinalNone) {
-  for (const char* dtype : {"fp16", "fp32"}) {
+  for (const char* dtype : {"fp16", "fp32", "fp8"}) {
     e3::test::TempDir other;
     RunFingerprint fp = fp_;
     fp.dtype = dtype;
@@ -454,6 +454,18 @@ TEST_F(VerifyOutput, FailsOnNanInHiddenStates) {
   EXPECT_HAS(msg, "00000002");
   EXPECT_HAS(msg, "hidden_states");
   EXPECT_HAS(msg, "non-finite");
+}
+
+TEST_F(VerifyOutput, FailsOnANonFiniteFp8Scale) {
+  // The writer's own encoding of a row holding NaN: a NaN scale (the pipeline never stores
+  // one, its non-finite check runs first; a shard holding one is damaged).
+  fp_.dtype = "fp8";
+  m_.fingerprint = fp_;
+  build_good(/*nan_at=*/2);
+  const std::string msg = verify_error();
+  EXPECT_HAS(msg, "shard-000001.h5");
+  EXPECT_HAS(msg, "00000002");
+  EXPECT_HAS(msg, "hidden_states_scale has a non-finite value");
 }
 
 TEST_F(VerifyOutput, FailsOnSampleInTwoShards) {

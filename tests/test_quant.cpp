@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <array>
 #include <memory>
 #include <optional>
@@ -331,6 +332,114 @@ TEST(QuantConfigParse, UnsupportedSchemesAreNamed) {
                        "asymmetric int4 (zero points) is not supported"));
   EXPECT_TRUE(Contains(config_error(llama_with(int4_scheme(json::object(), {{"input_activations", {{"num_bits", 8}}}}))),
                        "activation quantization (input_activations) is not supported"));
+}
+
+}  // namespace
+
+// --dtype fp8 storage: encode_e4m3_row against values worked out by hand.
+namespace {
+
+using e3::kernels::decode_e4m3_row;
+using e3::kernels::e4m3_row_bad_column;
+using e3::kernels::e4m3_row_scale_of;
+using e3::kernels::encode_e4m3_row;
+using e3::kernels::float_to_e4m3fn_sat;
+
+std::vector<uint8_t> encode(const std::vector<float>& x) {
+  std::vector<uint8_t> out(x.size() + 4, 0xAA);
+  encode_e4m3_row(x.data(), static_cast<int64_t>(x.size()), out.data());
+  return out;
+}
+
+TEST(Fp8Encode, KnownCodes) {
+  EXPECT_EQ(float_to_e4m3fn_sat(0.0f), 0x00);
+  EXPECT_EQ(float_to_e4m3fn_sat(-0.0f), 0x80);
+  EXPECT_EQ(float_to_e4m3fn_sat(1.0f), 0x38);    // exponent 7, mantissa 0
+  EXPECT_EQ(float_to_e4m3fn_sat(-1.5f), 0xBC);   // sign, exponent 7, mantissa 4
+  EXPECT_EQ(float_to_e4m3fn_sat(448.0f), 0x7E);  // the largest finite value
+  EXPECT_EQ(float_to_e4m3fn_sat(0.015625f), 0x08);        // 2^-6, the smallest normal
+  EXPECT_EQ(float_to_e4m3fn_sat(0.001953125f), 0x01);     // 2^-9, the smallest subnormal
+  EXPECT_EQ(float_to_e4m3fn_sat(7 * 0.001953125f), 0x07); // the largest subnormal
+  // Every finite code decodes to a value that encodes back to it (the two tables agree).
+  for (int b = 0; b < 256; ++b) {
+    if ((b & 0x7f) == 0x7f) continue;  // NaN
+    EXPECT_EQ(float_to_e4m3fn_sat(e4m3fn_to_float(static_cast<uint8_t>(b))), b) << b;
+  }
+}
+
+TEST(Fp8Encode, RoundsToNearestTiesToEven) {
+  // Between 1 (0x38) and 1.125 (0x39): the midpoint goes to the even mantissa 0, just above it up.
+  EXPECT_EQ(float_to_e4m3fn_sat(1.0625f), 0x38);
+  EXPECT_EQ(float_to_e4m3fn_sat(std::nextafter(1.0625f, 2.0f)), 0x39);
+  EXPECT_EQ(float_to_e4m3fn_sat(1.1875f), 0x3A);  // between 0x39 and 0x3A: to the even 0x3A
+  // Subnormals: 1.5 and 2.5 units of 2^-9 go to 2 units.
+  EXPECT_EQ(float_to_e4m3fn_sat(1.5f * 0.001953125f), 0x02);
+  EXPECT_EQ(float_to_e4m3fn_sat(2.5f * 0.001953125f), 0x02);
+  // Half the smallest subnormal rounds to zero (even), just above it to the smallest.
+  EXPECT_EQ(float_to_e4m3fn_sat(0.5f * 0.001953125f), 0x00);
+  EXPECT_EQ(float_to_e4m3fn_sat(std::nextafter(0.5f * 0.001953125f, 1.0f)), 0x01);
+  // Between the largest subnormal (7 units) and 2^-6 (8 units): ties to the even 8, the normal.
+  EXPECT_EQ(float_to_e4m3fn_sat(7.5f * 0.001953125f), 0x08);
+}
+
+TEST(Fp8Encode, SaturatesAtTheLargestFiniteValueAndNeverGivesNaN) {
+  EXPECT_EQ(float_to_e4m3fn_sat(464.0f), 0x7E);  // the midpoint to the (NaN) next step
+  EXPECT_EQ(float_to_e4m3fn_sat(500.0f), 0x7E);
+  EXPECT_EQ(float_to_e4m3fn_sat(-1e30f), 0xFE);
+  EXPECT_EQ(float_to_e4m3fn_sat(std::numeric_limits<float>::infinity()), 0x7E);
+  EXPECT_EQ(float_to_e4m3fn_sat(std::nextafter(448.0f, 0.0f)), 0x7E);
+}
+
+TEST(Fp8Encode, RowScaleIsAmaxOver448AndAmaxMapsTo448) {
+  const std::vector<float> x = {1.0f, -896.0f, 3.0f, 0.0f};
+  const auto out = encode(x);
+  EXPECT_EQ(e4m3_row_scale_of(out.data(), 4), 2.0f);
+  EXPECT_EQ(out[1], 0xFE);  // -448 * 2
+  EXPECT_EQ(out[0], float_to_e4m3fn_sat(0.5f));
+  EXPECT_EQ(out[2], float_to_e4m3fn_sat(1.5f));
+  EXPECT_EQ(out[3], 0x00);
+}
+
+TEST(Fp8Encode, AllZeroRowHasScaleZeroAndZeroCodes) {
+  for (const std::vector<float>& x : {std::vector<float>{0.0f, -0.0f, 0.0f, 0.0f, 0.0f},
+                                      std::vector<float>{1e-45f, -1e-45f, 0.0f, 0.0f, 0.0f}}) {  // amax / 448 underflows
+    const auto out = encode(x);
+    EXPECT_EQ(e4m3_row_scale_of(out.data(), 5), 0.0f);
+    for (int c = 0; c < 5; ++c) EXPECT_EQ(out[c], 0x00) << c;
+  }
+}
+
+TEST(Fp8Encode, NonFiniteRowsAreMarkedWithValueAndColumn) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  auto out = encode({1.0f, 2.0f, -inf, nan, 5.0f, 6.0f});
+  EXPECT_TRUE(std::isinf(e4m3_row_scale_of(out.data(), 6)));
+  EXPECT_GT(e4m3_row_scale_of(out.data(), 6), 0.0f);
+  EXPECT_EQ(e4m3_row_bad_column(out.data(), 6), 2);
+  out = encode({1.0f, 2.0f, 3.0f, 4.0f, 5.0f, nan, inf});
+  EXPECT_TRUE(std::isnan(e4m3_row_scale_of(out.data(), 7)));
+  EXPECT_EQ(e4m3_row_bad_column(out.data(), 7), 5);
+  for (int c = 4; c < 7; ++c) EXPECT_EQ(out[c], 0x00);
+}
+
+TEST(Fp8Encode, RoundTripErrorIsWithinHalfAnE4m3Step) {
+  // Values over many binades: each decoded value is within 2^-4 (relative) of the input where
+  // it is a normal e4m3 value, and within half a subnormal step (scale * 2^-10) below that.
+  const int64_t H = 4096;
+  std::vector<float> x = e3::test::random_floats(H, 31);
+  for (int64_t i = 0; i < H; ++i) x[static_cast<size_t>(i)] *= std::ldexp(1.0f, static_cast<int>(i % 24) - 12);
+  const auto out = encode(x);
+  std::vector<float> y(static_cast<size_t>(H));
+  decode_e4m3_row(out.data(), H, y.data());
+  const float scale = e4m3_row_scale_of(out.data(), H);
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < H; ++i) {
+    const float a = std::fabs(x[static_cast<size_t>(i)]), err = std::fabs(y[static_cast<size_t>(i)] - x[static_cast<size_t>(i)]);
+    const float bound = a / scale >= 0.015625f ? a * 0.0625f : scale * 0.0009765625f;
+    EXPECT_LE(err, bound * 1.0001f) << i << " " << x[static_cast<size_t>(i)];
+    num += static_cast<double>(err) * err;
+    den += static_cast<double>(a) * a;
+  }
+  EXPECT_LT(std::sqrt(num / den), 0.0625);
 }
 
 }  // namespace

@@ -68,8 +68,8 @@ run 1 --model "$model" --data "$work/long.jsonl" --out "$work/out_trunc" --max-s
 h5dump -H -d /samples/00000001/input_ids "$work/out_trunc/shard-000000.h5" | grep -q "( 4 ) / ( 4 )" || fail "not truncated"
 # Bad flags: usage errors, exit 2.
 LOG="$work/usage.log"
-run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --dtype fp8
-expect_failure 2 "--dtype must be bf16, fp16 or fp32" "$work/out_usage"
+run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --dtype int8
+expect_failure 2 "--dtype must be bf16, fp16, fp32 or fp8" "$work/out_usage"
 run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --layers 2,8
 expect_failure 2 "capture id 8 is not below the 8 layers" "$work/out_usage"
 run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --max-seq-len 100 --max-tokens-per-step 50

@@ -5,6 +5,7 @@
 # and a resume keeps the count. 2 of 12 left out is more than --max-skipped-fraction allows
 # (0.01 by default): such a run, and its rerun, end with exit 9 instead of "complete"; a rerun
 # with a larger fraction accepts them.
+# --dtype fp8 finds them the same way, before quantizing.
 source "$(dirname "$0")/lib.sh"
 work=$(fresh_dir nonfinite)
 model="$work/model"
@@ -54,3 +55,17 @@ run 2 "${args[@]}" --out "$work/skip" --on-nonfinite skip --max-skipped-fraction
 [ "$RC" -eq 0 ] || { cat "$LOG"; fail "rerun with --max-skipped-fraction 0.2 exited $RC"; }
 grep -q "done: 0 samples computed now, 10 done before, 2 skipped (0 over --max-seq-len, 2 with non-finite states)" "$LOG" ||
   { cat "$LOG"; fail "the resumed summary lost the skipped samples"; }
+
+# fp8: the scan sees the captured values before they are quantized (encode_e4m3_row marks the
+# row), with the same value, token and column as above; skip leaves the same samples out.
+LOG="$work/fp8_error.log"
+run 2 "${args[@]}" --out "$work/fp8_error" --dtype fp8
+expect_failure 9 "critical: rank 0: non-finite hidden states: sample 3 ($work/data.jsonl:4, id \"n3\"): infinity in capture id 0 at token 20 of 22, column 0; nothing of it was written" "$work/fp8_error/none"
+LOG="$work/fp8_skip.log"
+run 2 "${args[@]}" --out "$work/fp8_skip" --dtype fp8 --on-nonfinite skip
+[ "$RC" -eq 0 ] || { cat "$LOG"; fail "fp8 --on-nonfinite skip exited $RC"; }
+grep -q "warning: sample 3 ($work/data.jsonl:4, id \"n3\"): infinity in capture id 0 at token 20 of 22, column 0: left out" "$LOG" ||
+  { cat "$LOG"; fail "fp8: no warning for sample 3"; }
+grep -q "done: 10 samples computed now, 0 done before, 2 skipped (0 over --max-seq-len, 2 with non-finite states)" "$LOG" ||
+  { cat "$LOG"; fail "fp8: summary does not count the skipped samples"; }
+"$E3_BIN" verify "$work/fp8_skip" > "$work/fp8_verify.log" 2>&1 || { cat "$work/fp8_verify.log"; fail "fp8 verify"; }

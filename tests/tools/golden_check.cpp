@@ -1,4 +1,4 @@
-// golden_check OUT_DIR CASE_DIR --layers 0,1,2|all --final post-norm|pre-norm|none [--tol 1e-4] [--moe-bf16]
+// golden_check OUT_DIR CASE_DIR --layers 0,1,2|all --final post-norm|pre-norm|none [--tol 1e-4] [--moe-bf16|--fp8]
 // Compares an eagle3_extract output directory with a golden case's HF reference: each
 // sample present exactly once with its input_ids, shapes as the schema says, and the
 // relative error (Frobenius, per sample and layer) below the tolerance. Prints the worst.
@@ -6,6 +6,12 @@
 // computed in bf16, where a nearly tied router picks another expert for a few tokens: per layer,
 // over all tokens of the case, the median per-token relative error is below --tol (default 2e-2)
 // and at most 10% of the tokens are off by more than 0.1.
+// --fp8: the output must be --dtype fp8 (uint8 e4m3fn codes, decoded here from the bits and the
+// *_scale datasets). e4m3 keeps 3 mantissa bits: rounding moves a value by at most 2^-4 of
+// itself (values of a row below amax * 2^-15 are subnormal codes, off by at most amax * 2^-19),
+// so every token's relative error is at most 2^-4 plus the model's own error; with mantissas
+// spread evenly the typical (RMS) error is about 2.5e-2. Checked per layer over all tokens: the
+// median below --tol (default 3e-2) and every token below 2^-4 + 2e-3.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +21,7 @@
 #include <vector>
 
 #include "io/hdf5.h"
+#include "kernels/quant.h"
 #include "model/safetensors.h"
 
 namespace {
@@ -43,7 +50,9 @@ std::vector<int64_t> read_i64(const e3::model::SafetensorsFile& f, const std::st
   return v;
 }
 
-std::vector<float> read_dataset(hid_t group, const char* name, std::vector<hsize_t>& dims) {
+// Reads a dataset as floats; fp8 states (the e4m3fn encoding attribute) are decoded from their
+// raw bits and NAME_scale (one scale per row of the last dimension). *fp8 says which it was.
+std::vector<float> read_dataset(hid_t group, const char* name, std::vector<hsize_t>& dims, bool* fp8 = nullptr) {
   if (H5Lexists(group, name, H5P_DEFAULT) <= 0) fail(std::string("missing dataset ") + name);
   H5Id ds(H5Dopen2(group, name, H5P_DEFAULT), H5Dclose);
   H5Id space(H5Dget_space(ds.get()), H5Sclose);
@@ -52,7 +61,22 @@ std::vector<float> read_dataset(hid_t group, const char* name, std::vector<hsize
   size_t n = 1;
   for (hsize_t d : dims) n *= d;
   std::vector<float> v(n);
-  if (H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0) fail("reading dataset");
+  const bool encoded = H5Aexists(ds.get(), "encoding") > 0;
+  if (fp8) *fp8 = encoded;
+  if (!encoded) {
+    if (H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0) fail("reading dataset");
+    return v;
+  }
+  if (e3::io::read_attr_string(ds.get(), "encoding") != std::string("float8_e4m3fn")) fail(std::string(name) + ": unknown encoding");
+  std::vector<uint8_t> codes(n);
+  if (H5Dread(ds.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, codes.data()) < 0) fail("reading dataset");
+  std::vector<hsize_t> scale_dims;
+  const std::vector<float> scale = read_dataset(group, (std::string(name) + "_scale").c_str(), scale_dims);
+  const size_t H = dims.back();
+  if (scale.size() * H != n) fail(std::string(name) + "_scale: shape does not match " + name);
+  float table[256];
+  for (int b = 0; b < 256; ++b) table[b] = e3::kernels::e4m3fn_to_float(static_cast<uint8_t>(b));
+  for (size_t i = 0; i < n; ++i) v[i] = table[codes[i]] * scale[i / H];
   return v;
 }
 
@@ -74,11 +98,11 @@ int main(int argc, char** argv) {
   const std::filesystem::path out = argv[1], case_dir = argv[2];
   std::string layers_arg = "all", final_mode = "post-norm";
   double tol = -1;
-  bool moe_bf16 = false;
+  bool moe_bf16 = false, fp8 = false;
   for (int i = 3; i < argc; ++i) {
     const std::string k = argv[i];
-    if (k == "--moe-bf16") {
-      moe_bf16 = true;
+    if (k == "--moe-bf16" || k == "--fp8") {
+      (k == "--fp8" ? fp8 : moe_bf16) = true;
       continue;
     }
     if (i + 1 >= argc) fail("option " + k + " needs a value");
@@ -88,7 +112,8 @@ int main(int argc, char** argv) {
     else if (k == "--tol") tol = std::stod(v);
     else fail("unknown option " + k);
   }
-  if (tol < 0) tol = moe_bf16 ? 2e-2 : 1e-4;
+  if (tol < 0) tol = moe_bf16 ? 2e-2 : fp8 ? 3e-2 : 1e-4;
+  const bool per_token_check = moe_bf16 || fp8;
   e3::io::silence_hdf5_errors();
   const e3::model::SafetensorsFile ref(case_dir / "ref.safetensors");
   int n = 0;
@@ -143,7 +168,9 @@ int main(int argc, char** argv) {
       if (static_cast<int64_t>(got_ids[static_cast<size_t>(t)]) != ref_ids[static_cast<size_t>(t)]) fail(key + ": input_ids differ");
     read_dataset(g.get(), "loss_mask", dims);
     if (dims != std::vector<hsize_t>{static_cast<hsize_t>(T)}) fail(key + ": loss_mask shape");
-    const auto hs = read_dataset(g.get(), "hidden_states", dims);
+    bool stored_fp8 = false;
+    const auto hs = read_dataset(g.get(), "hidden_states", dims, &stored_fp8);
+    if (stored_fp8 != fp8) fail(key + (fp8 ? ": hidden_states is not fp8 (--fp8 expects it)" : ": hidden_states is fp8: pass --fp8"));
     const auto K = static_cast<hsize_t>(ids.size());
     if (dims != std::vector<hsize_t>{static_cast<hsize_t>(T), K, static_cast<hsize_t>(H)}) fail(key + ": hidden_states shape");
     std::vector<float> col(static_cast<size_t>(T * H));
@@ -151,7 +178,7 @@ int main(int argc, char** argv) {
       bool finite = true;
       const double e = rel_err(got, want, static_cast<size_t>(T * H), &finite);
       if (!finite) fail(key + " " + what + ": non-finite values");
-      if (moe_bf16) {
+      if (per_token_check) {
         std::vector<double>& errs = per_token[what];
         for (int64_t t = 0; t < T; ++t) {
           const size_t at = static_cast<size_t>(t * H);
@@ -181,6 +208,27 @@ int main(int argc, char** argv) {
         check(last.data(), read_f32(ref, key + ".final_prenorm", nullptr).data(), "final pre-norm");
       }
     }
+  }
+  if (fp8) {
+    double worst_median = 0, worst_token = 0;
+    const double token_bound = 0.0625 + 2e-3;
+    for (auto& [what, errs] : per_token) {
+      const double token = *std::max_element(errs.begin(), errs.end());
+      const size_t mid = errs.size() / 2;
+      std::nth_element(errs.begin(), errs.begin() + static_cast<std::ptrdiff_t>(mid), errs.end());
+      const double median = errs[mid];
+      if (!(median < tol) || !(token <= token_bound)) {
+        char msg[256];
+        std::snprintf(msg, sizeof msg, "%s %s: fp8 median per-token rel err %.2e (bound %.0e), worst token %.2e (bound %.2e)",
+                      case_dir.filename().c_str(), what.c_str(), median, tol, token, token_bound);
+        fail(msg);
+      }
+      worst_median = std::max(worst_median, median);
+      worst_token = std::max(worst_token, token);
+    }
+    std::printf("ok %s: %d samples, fp8 per-token rel err median <= %.2e, worst token %.2e\n", case_dir.filename().c_str(),
+                n, worst_median, worst_token);
+    return 0;
   }
   if (moe_bf16) {
     double worst_median = 0, worst_far = 0;

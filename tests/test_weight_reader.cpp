@@ -137,6 +137,7 @@ class LateUploadBackend final : public kernels::Backend {
   void moe_experts(Tensor, Tensor, Tensor, const kernels::ExpertStack&, Tensor, Tensor) override { unused(); }
   size_t moe_scratch_bytes(int64_t, const kernels::MoeScratchShape&) const override { return 0; }
   void mla_expand_kv(Tensor, Tensor, int, int, int, Tensor, Tensor) override { unused(); }
+  void encode_e4m3_rows(Tensor, Tensor) override { unused(); }
 
  private:
   [[noreturn]] static void unused() { throw std::logic_error("not used while loading"); }

@@ -76,11 +76,20 @@ E3_HOST_DEVICE inline float div_rn(float a, float b) {
 // (H + 4 bytes, the scale's bytes little-endian at any alignment) with x ~ e4m3(q) * scale:
 // scale = amax / 448, amax = max |x|, q = float_to_e4m3fn_sat(x / scale).
 // - amax = 0, or so small that amax / 448 underflows to 0: scale 0, every code 0.
-// - A row with a NaN or an infinity cannot be stored: its scale is |x| of its first
-//   non-finite value (NaN or +inf), its first four code bytes hold that value's column as an
+// - A row with a NaN or an infinity cannot be stored: its scale says which its first non-finite
+//   value was (+inf, or the quiet NaN 0x7fc00000), its first four code bytes hold that value's column as an
 //   int32 and the rest are 0, so that the writer's non-finite check (which runs on these rows,
 //   before anything is written) can name the value and column as it does for bf16.
 inline constexpr float kE4m3Max = 448.0f;
+
+// The scale of a row whose first non-finite value is v: +inf, or the one quiet NaN 0x7fc00000
+// (fabs would keep a NaN's payload, which the CPU and the GPU do not produce alike).
+E3_HOST_DEVICE inline float e4m3_bad_row_scale(float v) {
+  const uint32_t bits = v == v ? 0x7f800000u : 0x7fc00000u;
+  float s;
+  std::memcpy(&s, &bits, 4);
+  return s;
+}
 
 // The scale of a row of finite values whose largest magnitude is amax.
 E3_HOST_DEVICE inline float e4m3_row_scale(float amax) { return div_rn(amax, kE4m3Max); }

@@ -37,7 +37,7 @@ void encode_e4m3_row(const float* x, int64_t H, uint8_t* out) {
     std::memset(out, 0, static_cast<size_t>(H));
     const auto col = static_cast<int32_t>(bad);
     std::memcpy(out, &col, static_cast<size_t>(H < 4 ? H : 4));
-    scale = std::fabs(x[bad]);
+    scale = e4m3_bad_row_scale(x[bad]);
   } else {
     scale = e4m3_row_scale(amax);
     if (scale == 0.0f) {

@@ -190,7 +190,7 @@ __global__ void encode_e4m3_kernel(const T* src, int64_t stride, int64_t H, uint
   if (bad < H) {
     for (int64_t c = threadIdx.x; c < H; c += blockDim.x)
       out[c] = c < 4 ? static_cast<uint8_t>(static_cast<uint32_t>(bad) >> (8 * c)) : 0;
-    scale = fabsf(static_cast<float>(x[bad]));
+    scale = e4m3_bad_row_scale(static_cast<float>(x[bad]));
   } else {
     scale = e4m3_row_scale(amax);
     for (int64_t c = threadIdx.x; c < H; c += blockDim.x)

@@ -548,8 +548,14 @@ TEST_F(CudaKernel, EncodeE4m3MatchesTheCpuTwinBitForBit) {
       std::memcpy(want.data(), cpu_out.data(), want.size());
       gpu_->wait_ticket(gpu_->copy_to_host_async(gpu_out.data(), got.data(), got.size()));
       size_t differ = 0;
-      for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
-      EXPECT_EQ(differ, 0u) << "of " << got.size();
+      std::string first;
+      for (size_t i = 0; i < got.size(); ++i)
+        if (got[i] != want[i] && ++differ <= 4) {
+          const auto r = static_cast<int64_t>(i) / row, c = static_cast<int64_t>(i) % row;
+          first += fmt::format(" [row {} byte {}: gpu {:#04x} cpu {:#04x}, x {}]", r, c, got[i], want[i],
+                               c < H ? held[static_cast<size_t>(r * H + c)] : 0.0f);
+        }
+      EXPECT_EQ(differ, 0u) << "of " << got.size() << ":" << first;
       EXPECT_EQ(e4m3_row_bad_column(got.data() + 3 * row, H), H - 1);
       EXPECT_EQ(e4m3_row_bad_column(got.data() + 4 * row, H), H / 2);
     }

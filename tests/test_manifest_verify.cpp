@@ -465,7 +465,7 @@ TEST_F(VerifyOutput, FailsOnANonFiniteFp8Scale) {
   const std::string msg = verify_error();
   EXPECT_HAS(msg, "shard-000001.h5");
   EXPECT_HAS(msg, "00000002");
-  EXPECT_HAS(msg, "hidden_states_scale has a non-finite value");
+  EXPECT_HAS(msg, "hidden_states_scale has a negative or non-finite scale");
 }
 
 TEST_F(VerifyOutput, FailsOnSampleInTwoShards) {

@@ -95,7 +95,7 @@ TEST(ManifestStructure, AShardIndexPastTheInput) {
   Manifest m = finished_run();
   m.complete = false;
   m.shards[2] = {"shard-000003.h5", 3, {}, 0, 100, "", {}};
-  EXPECT_HAS(structure_error(m), "shard-000003.h5 has shard_index 3, but 7 samples make shards 0 to 2");
+  EXPECT_HAS(structure_error(m), "shard-000003.h5 has shard_index 3, but the plan of 7 samples has shards 0 to 2");
 }
 
 TEST(ManifestStructure, ASampleBothStoredAndSkipped) {
@@ -115,7 +115,7 @@ TEST(ManifestStructure, CompleteButASampleUnaccounted) {
 TEST(ManifestStructure, AShardCountThatDoesNotFitTheInput) {
   Manifest m = finished_run();
   m.num_shards = 4;
-  EXPECT_HAS(structure_error(m), "num_shards is 4, but 7 samples in shards of 3 make 3 for part 0/1");
+  EXPECT_HAS(structure_error(m), "num_shards is 4, but the plan of 7 samples makes 3 shards for part 0/1");
 }
 
 TEST(ManifestStructure, AnotherPartsShardOrSkip) {

@@ -21,6 +21,7 @@
 
 #include "kernels/error.h"
 #include "kernels/hash.h"
+#include "kernels/json_read.h"
 
 namespace e3::io {
 namespace {
@@ -45,14 +46,9 @@ bool is_blank(std::string_view line) {
   return line.find_first_not_of(" \t\r") == std::string_view::npos;
 }
 
-// At most `limit` bytes of `s`, cut on a UTF-8 character boundary, so that a message never
-// carries a whole 64 KiB id or a megabyte of brackets.
-std::string clip(std::string_view s, size_t limit = kQuoteBytes) {
-  if (s.size() <= limit) return std::string(s);
-  size_t n = limit;
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  return fmt::format("{}... ({} bytes)", s.substr(0, n), s.size());
-}
+// At most kQuoteBytes of a quoted value: a message never carries a whole 64 KiB id or a
+// megabyte of brackets.
+std::string clip(std::string_view s, size_t limit = kQuoteBytes) { return kernels::clip(s, limit); }
 
 std::string quote(const json& v) { return clip(v.dump()); }
 

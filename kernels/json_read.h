@@ -59,8 +59,8 @@ nlohmann::json read_json_file(const std::filesystem::path& path, ErrorKind kind,
 // they are joined to, whatever the file says.
 bool is_plain_file_name(std::string_view name);
 
-// `text` cut to at most `max_chars` characters (with "..." marking the cut), for messages that
-// quote user input.
+// `text` cut to at most `max_chars` bytes on a UTF-8 character boundary, with "... (N bytes)"
+// marking the cut, for messages that quote user input.
 std::string clip(std::string_view text, size_t max_chars = 120);
 
 // A JSON value as quoted in an error message: its text, clipped.

@@ -252,31 +252,10 @@ class CudaBackend final : public Backend {
     return DeviceBuffer(p, bytes, &free_pinned);
   }
   uint64_t copy_to_host_async(const void* src, void* dst, size_t bytes) override {
-    const uint64_t ticket = next_ticket_++;
-    Ticket& tk = tickets_[ticket % tickets_.size()];
-    // A ticket slot is reused only after its copy finished (the pipeline keeps few in flight).
-    if (tk.used) E3_CUDA_CHECK(cudaEventSynchronize(tk.done));
-    E3_CUDA_CHECK(cudaEventRecord(tk.ready, stream_));
-    E3_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, tk.ready, 0));
-    E3_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, copy_stream_));
-    E3_CUDA_CHECK(cudaEventRecord(tk.done, copy_stream_));
-    tk.used = true;
-    tk.ticket = ticket;
-    return ticket;
+    return copy_on_side_stream(dst, src, bytes, cudaMemcpyDeviceToHost);
   }
   uint64_t upload_raw_async(void* dst, const void* src, size_t bytes) override {
-    const uint64_t ticket = next_ticket_++;
-    Ticket& tk = tickets_[ticket % tickets_.size()];
-    if (tk.used) E3_CUDA_CHECK(cudaEventSynchronize(tk.done));
-    // After the work issued so far (the destination may have been in use), and on the side
-    // stream so that the next host read overlaps this copy.
-    E3_CUDA_CHECK(cudaEventRecord(tk.ready, stream_));
-    E3_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, tk.ready, 0));
-    E3_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, copy_stream_));
-    E3_CUDA_CHECK(cudaEventRecord(tk.done, copy_stream_));
-    tk.used = true;
-    tk.ticket = ticket;
-    return ticket;
+    return copy_on_side_stream(dst, src, bytes, cudaMemcpyHostToDevice);
   }
   void wait_ticket(uint64_t ticket) override {
     Ticket& tk = tickets_[ticket % tickets_.size()];
@@ -371,6 +350,22 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // A copy on the side stream after the work issued so far (its source or destination may be in
+  // use), so that compute, or the next host read, overlaps it; the ticket's event marks its end.
+  // A ticket slot is reused only after its copy finished (the pipeline keeps few in flight).
+  uint64_t copy_on_side_stream(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    const uint64_t ticket = next_ticket_++;
+    Ticket& tk = tickets_[ticket % tickets_.size()];
+    if (tk.used) E3_CUDA_CHECK(cudaEventSynchronize(tk.done));
+    E3_CUDA_CHECK(cudaEventRecord(tk.ready, stream_));
+    E3_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, tk.ready, 0));
+    E3_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, copy_stream_));
+    E3_CUDA_CHECK(cudaEventRecord(tk.done, copy_stream_));
+    tk.used = true;
+    tk.ticket = ticket;
+    return ticket;
+  }
+
   // Brackets one op with profiling events when profiling is on.
   struct Timed {
     Timed(CudaBackend* b, const char* name) : p(b->profiler_.get()), i(p ? p->begin(name) : 0) {}

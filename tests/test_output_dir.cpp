@@ -17,22 +17,9 @@ namespace {
 namespace fs = std::filesystem;
 using e3::ErrorKind;
 
-e3::io::RunFingerprint fingerprint() {
-  e3::io::RunFingerprint f;
-  f.model_fingerprint = "m";
-  f.layer_ids = {1};
-  f.final_mode = "none";
-  f.dtype = "fp32";
-  f.max_seq_len = 16;
-  f.on_long = "skip";
-  f.samples_per_shard = 1;
-  f.tool_version = "t";
-  return f;
-}
-
 // prepare_output_dir on `dir` (as part `part`) fails with an output error naming `path`.
 void expect_refused(const fs::path& dir, const fs::path& path, e3::io::Part part = {}) {
-  const auto err = e3::test::error_of([&] { e3::jobs::prepare_output_dir(dir, fingerprint(), "data", part); });
+  const auto err = e3::test::error_of([&] { e3::jobs::prepare_output_dir(dir, e3::test::small_run_fingerprint(), "data", part); });
   ASSERT_TRUE(err.has_value()) << path << " was accepted";
   EXPECT_EQ(err->kind(), ErrorKind::Output) << err->what();
   EXPECT_NE(std::string(err->what()).find(path.string()), std::string::npos) << err->what();
@@ -70,7 +57,7 @@ TEST(OutputDirOddNames, AFifoNamedLikeAShardIsNeverOpened) {
 TEST(OutputDirOddNames, AManifestListedShardThatIsNotAPlainFile) {
   e3::test::TempDir dir;
   e3::io::Manifest m;
-  m.fingerprint = fingerprint();
+  m.fingerprint = e3::test::small_run_fingerprint();
   m.data_fingerprint = "data";
   m.num_samples = 1;
   m.num_shards = 1;
@@ -97,17 +84,17 @@ TEST(OutputDirOddNames, ATemporaryNameThatCannotBeRemoved) {
 TEST(OutputDirState, AFinishedRunsManifestIsCurrent) {
   e3::test::TempDir dir;
   e3::io::Manifest m;
-  m.fingerprint = fingerprint();
+  m.fingerprint = e3::test::small_run_fingerprint();
   m.data_fingerprint = "data";
   m.num_samples = 1;  // skipped as too long: a complete run that stored nothing
   m.num_shards = 1;
   m.skipped.push_back({0, 1, "too long"});
   m.complete = true;
   e3::io::write_manifest(dir.path(), m);
-  EXPECT_TRUE(e3::jobs::prepare_output_dir(dir.path(), fingerprint(), "data").manifest_current);
+  EXPECT_TRUE(e3::jobs::prepare_output_dir(dir.path(), e3::test::small_run_fingerprint(), "data").manifest_current);
   m.complete = false;
   e3::io::write_manifest(dir.path(), m);
-  EXPECT_FALSE(e3::jobs::prepare_output_dir(dir.path(), fingerprint(), "data").manifest_current);
+  EXPECT_FALSE(e3::jobs::prepare_output_dir(dir.path(), e3::test::small_run_fingerprint(), "data").manifest_current);
 }
 
 }  // namespace

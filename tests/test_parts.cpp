@@ -86,19 +86,6 @@ TEST(ShardNames, IndexIsParsedFromFinalAndTemporaryNames) {
   EXPECT_FALSE(e3::jobs::shard_index_of("shard-12.json").has_value());
 }
 
-e3::io::RunFingerprint fingerprint() {
-  e3::io::RunFingerprint f;
-  f.model_fingerprint = "m";
-  f.layer_ids = {1};
-  f.final_mode = "none";
-  f.dtype = "fp32";
-  f.max_seq_len = 16;
-  f.on_long = "skip";
-  f.samples_per_shard = 1;
-  f.tool_version = "t";
-  return f;
-}
-
 TEST(OutputDirParts, ScanTouchesOnlyThisPartsFiles) {
   e3::test::TempDir dir;
   // Part 0 of 2 owns even shards. Temporary files of both parts lie around.
@@ -107,7 +94,7 @@ TEST(OutputDirParts, ScanTouchesOnlyThisPartsFiles) {
   std::ofstream(dir / "manifest.part-0000-of-0002.json.tmp.13") << "partial";
   std::ofstream(dir / "manifest.part-0001-of-0002.json.tmp.14") << "partial";
   std::ofstream(dir / "shard-000003.h5") << "another part's shard, being renamed right now";
-  const auto state = e3::jobs::prepare_output_dir(dir.path(), fingerprint(), "data", Part{0, 2});
+  const auto state = e3::jobs::prepare_output_dir(dir.path(), e3::test::small_run_fingerprint(), "data", Part{0, 2});
   EXPECT_EQ(state.temps_removed, 2);
   EXPECT_TRUE(state.committed.empty());
   EXPECT_FALSE(std::filesystem::exists(dir / "shard-000000.h5.tmp.11"));
@@ -120,21 +107,21 @@ TEST(OutputDirParts, ScanTouchesOnlyThisPartsFiles) {
 TEST(OutputDirParts, RefusesADirectoryCutInAnotherNumberOfParts) {
   e3::test::TempDir dir;
   e3::io::Manifest m;
-  m.fingerprint = fingerprint();
+  m.fingerprint = e3::test::small_run_fingerprint();
   m.part = {0, 3};
   m.data_fingerprint = "data";
   e3::io::write_manifest(dir.path(), m);
   try {
-    e3::jobs::prepare_output_dir(dir.path(), fingerprint(), "data", Part{1, 2});
+    e3::jobs::prepare_output_dir(dir.path(), e3::test::small_run_fingerprint(), "data", Part{1, 2});
     ADD_FAILURE() << "accepted";
   } catch (const e3::Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Output);
     EXPECT_NE(std::string(e.what()).find("same --part count"), std::string::npos) << e.what();
   }
   // A single job (1 part) into a directory of parts is refused the same way.
-  EXPECT_THROW(e3::jobs::prepare_output_dir(dir.path(), fingerprint(), "data", Part{}), e3::Error);
+  EXPECT_THROW(e3::jobs::prepare_output_dir(dir.path(), e3::test::small_run_fingerprint(), "data", Part{}), e3::Error);
   // Another part of the same cut is welcome.
-  EXPECT_NO_THROW(e3::jobs::prepare_output_dir(dir.path(), fingerprint(), "data", Part{2, 3}));
+  EXPECT_NO_THROW(e3::jobs::prepare_output_dir(dir.path(), e3::test::small_run_fingerprint(), "data", Part{2, 3}));
 }
 
 }  // namespace

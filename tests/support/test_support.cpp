@@ -82,4 +82,17 @@ std::vector<float> random_floats(size_t n, uint64_t seed) {
   return out;
 }
 
+io::RunFingerprint small_run_fingerprint() {
+  io::RunFingerprint f;
+  f.model_fingerprint = "m";
+  f.layer_ids = {1};
+  f.final_mode = "none";
+  f.dtype = "fp32";
+  f.max_seq_len = 16;
+  f.on_long = "skip";
+  f.samples_per_shard = 1;
+  f.tool_version = "t";
+  return f;
+}
+
 }  // namespace e3::test

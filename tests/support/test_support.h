@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "io/manifest.h"
 #include "kernels/error.h"
 
 namespace e3::test {
@@ -50,6 +51,9 @@ std::filesystem::path golden_case(const std::string& name);
 
 // Deterministic pseudo-random floats in [-1, 1).
 std::vector<float> random_floats(size_t n, uint64_t seed);
+
+// A run fingerprint for output-directory tests: one capture id, fp32, one sample per shard.
+io::RunFingerprint small_run_fingerprint();
 
 // Runs `f` and returns the e3::Error it threw, or nothing if it threw none.
 template <typename F>

@@ -34,7 +34,7 @@ Request parse_command_line(int argc, char** argv) {
   auto* layers_opt = app.add_option("--layers", layers,
                                     "comma-separated capture ids, HF output_hidden_states numbering (0 = embeddings, "
                                     "k = output of layer k-1); default: EAGLE-3 preset [2, L/2, L-3]");
-  app.add_option("--final", final_mode, "also store the last layer: post-norm | pre-norm | none")->capture_default_str();
+  app.add_option("--final", final_mode, "also store the last layer: post-norm | pre-norm | both | none (both: last_hidden_state post-norm and last_hidden_state_prenorm)")->capture_default_str();
   auto* tp_opt = app.add_option("--tp", rc.tp, "tensor-parallel size; default: all ranks. DP = ranks / TP");
   app.add_option("--backend", rc.backend, "auto | cuda | cpu (auto = cuda if a GPU is visible)")->capture_default_str();
   app.add_option("--comm", rc.comm,

@@ -114,6 +114,11 @@ int run_verify(const e3::app::Request& req, const e3::parallel::MpiEnv& mpi) {
                    "for{}{}",
                    req.verify_dir.string(), r.shards, unlisted, r.samples, r.tokens, r.skipped, r.samples + r.skipped,
                    r.num_samples, parts, r.complete ? "" : " (run not complete)");
+      if (!r.slots.empty()) {
+        spdlog::info("verify {}: model {} ({}, {} layers, hidden {}); the stored states are:", req.verify_dir.string(),
+                     r.model_path, r.model_type, r.num_hidden_layers, r.hidden_size);
+        for (const std::string& slot : r.slots) spdlog::info("  {}", slot);
+      }
       spdlog::info("verify {}: read {:.2f} GB of {} shard files in {:.1f} s: {:.0f} MB/s ({} rank{} x {} threads)",
                    req.verify_dir.string(), totals[0] / 1e9, static_cast<int64_t>(totals[1]), seconds,
                    seconds > 0 ? totals[0] / 1e6 / seconds : 0.0, size, size == 1 ? "" : "s", options.threads);

@@ -151,6 +151,41 @@ void write_attr(hid_t obj, const char* name, const std::vector<int32_t>& values)
   E3_H5(H5Awrite(attr.get(), H5T_NATIVE_INT32, values.data()), "writing attribute '{}'", name);
 }
 
+void write_attr(hid_t obj, const char* name, const std::vector<std::string>& values) {
+  size_t width = 1;
+  for (const std::string& v : values) width = std::max(width, v.size());
+  std::string packed(values.size() * width, '\0');
+  for (size_t i = 0; i < values.size(); ++i) std::memcpy(packed.data() + i * width, values[i].data(), values[i].size());
+  H5Id type(E3_H5(H5Tcopy(H5T_C_S1), "H5Tcopy"), H5Tclose);
+  E3_H5(H5Tset_size(type.get(), width), "H5Tset_size");
+  E3_H5(H5Tset_strpad(type.get(), H5T_STR_NULLPAD), "H5Tset_strpad");
+  const hsize_t n = values.size();
+  H5Id space(E3_H5(H5Screate_simple(1, &n, nullptr), "H5Screate_simple"), H5Sclose);
+  H5Id attr(E3_H5(H5Acreate2(obj, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                  "creating attribute '{}'", name),
+            H5Aclose);
+  E3_H5(H5Awrite(attr.get(), type.get(), packed.data()), "writing attribute '{}'", name);
+}
+
+std::optional<std::vector<std::string>> read_attr_strings(hid_t obj, const char* name) {
+  if (H5Aexists(obj, name) <= 0) return std::nullopt;
+  H5Id attr(E3_H5(H5Aopen(obj, name, H5P_DEFAULT), "opening attribute '{}'", name), H5Aclose);
+  H5Id type(E3_H5(H5Aget_type(attr.get()), "H5Aget_type"), H5Tclose);
+  if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0) return std::nullopt;
+  H5Id space(E3_H5(H5Aget_space(attr.get()), "H5Aget_space"), H5Sclose);
+  const auto n = static_cast<size_t>(std::max<hssize_t>(H5Sget_simple_extent_npoints(space.get()), 0));
+  const size_t width = H5Tget_size(type.get());
+  std::string packed(n * width, '\0');
+  E3_H5(H5Aread(attr.get(), type.get(), packed.data()), "reading attribute '{}'", name);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n; ++i) {
+    std::string v = packed.substr(i * width, width);
+    v.resize(std::strlen(v.c_str()));
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
 std::optional<std::string> read_attr_string(hid_t obj, const char* name) {
   if (H5Aexists(obj, name) <= 0) return std::nullopt;
   H5Id attr(E3_H5(H5Aopen(obj, name, H5P_DEFAULT), "opening attribute '{}'", name), H5Aclose);

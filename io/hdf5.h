@@ -112,10 +112,13 @@ std::vector<std::string> list_links(hid_t group, const std::string& where);
 void write_attr(hid_t obj, const char* name, const std::string& value);
 void write_attr(hid_t obj, const char* name, int64_t value);
 void write_attr(hid_t obj, const char* name, const std::vector<int32_t>& values);
+// A 1-D array of fixed-length strings (h5dump prints them one per line).
+void write_attr(hid_t obj, const char* name, const std::vector<std::string>& values);
 
 std::optional<std::string> read_attr_string(hid_t obj, const char* name);
 std::optional<int64_t> read_attr_int(hid_t obj, const char* name);
 std::optional<std::vector<int32_t>> read_attr_ints(hid_t obj, const char* name);
+std::optional<std::vector<std::string>> read_attr_strings(hid_t obj, const char* name);
 
 }  // namespace e3::io
 

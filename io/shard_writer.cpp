@@ -19,6 +19,35 @@ namespace e3::io {
 std::string shard_file_name(int64_t shard_index) { return fmt::format("shard-{:06d}.h5", shard_index); }
 std::string sample_group_name(int64_t sample_index) { return fmt::format("/samples/{:08d}", sample_index); }
 
+std::vector<FinalDataset> final_datasets(const std::string& final_mode) {
+  if (final_mode == "post-norm") return {{"last_hidden_state", "post-norm"}};
+  if (final_mode == "pre-norm") return {{"last_hidden_state", "pre-norm"}};
+  if (final_mode == "both") return {{"last_hidden_state", "post-norm"}, {"last_hidden_state_prenorm", "pre-norm"}};
+  E3_REQUIRE(final_mode == "none", ErrorKind::Usage, "final mode must be post-norm, pre-norm, both or none, not '{}'",
+             final_mode);
+  return {};
+}
+
+std::vector<std::string> describe_slots(const std::vector<int32_t>& layer_ids, const std::string& final_mode,
+                                        int64_t num_hidden_layers) {
+  std::vector<std::string> out;
+  for (size_t k = 0; k < layer_ids.size(); ++k) {
+    const int32_t id = layer_ids[k];
+    out.push_back(fmt::format("hidden_states[:, {}] = output_hidden_states[{}] ({})", k, id,
+                              id == 0 ? std::string("the embedding output")
+                                      : fmt::format("output of decoder layer {}", id - 1)));
+  }
+  const int64_t L = num_hidden_layers;
+  for (const FinalDataset& f : final_datasets(final_mode)) {
+    if (f.norm == "post-norm")
+      out.push_back(fmt::format("{} = output_hidden_states[{}] (output of decoder layer {} after the final norm)",
+                                f.name, L, L - 1));
+    else
+      out.push_back(fmt::format("{} = output of decoder layer {} before the final norm (vLLM id {})", f.name, L - 1, L));
+  }
+  return out;
+}
+
 void fsync_path(const std::filesystem::path& path, bool directory) {
   const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
   E3_REQUIRE(fd >= 0, ErrorKind::Output, "cannot open {} to sync it: {}", path.string(), std::strerror(errno));
@@ -51,7 +80,7 @@ std::string file_checksum(const std::filesystem::path& path) {
 }
 
 ShardWriter::ShardWriter(const std::filesystem::path& out_dir, int64_t shard_index, const ShardAttributes& attrs)
-    : out_dir_(out_dir), shard_index_(shard_index), attrs_(attrs) {
+    : out_dir_(out_dir), shard_index_(shard_index), attrs_(attrs), finals_(final_datasets(attrs.final_mode)) {
   final_path_ = out_dir / shard_file_name(shard_index);
   // The temporary name does not end in .h5, so globs for shards never see a partial one.
   temp_path_ = out_dir / fmt::format("{}.tmp.{}", shard_file_name(shard_index), ::getpid());
@@ -66,6 +95,10 @@ ShardWriter::ShardWriter(const std::filesystem::path& out_dir, int64_t shard_ind
   write_attr(f, "format_version", kFormatVersion);
   write_attr(f, "layer_ids", attrs_.layer_ids);
   write_attr(f, "final", attrs_.final_mode);
+  // Each slot said twice over: as numbers for programs, in words for people (h5dump, verify).
+  write_attr(f, "hidden_states_hf_index", attrs_.layer_ids);
+  if (!finals_.empty()) write_attr(f, "last_hidden_state_norm", finals_.front().norm);
+  write_attr(f, "slots", describe_slots(attrs_.layer_ids, attrs_.final_mode, attrs_.num_hidden_layers));
   write_attr(f, "model_type", attrs_.model_type);
   write_attr(f, "hidden_size", attrs_.hidden_size);
   write_attr(f, "num_hidden_layers", attrs_.num_hidden_layers);
@@ -112,11 +145,11 @@ H5Id write_dataset(hid_t group, const char* name, hid_t file_type, hid_t mem_typ
 
 void ShardWriter::write_sample(int64_t index, const std::string* id, const std::vector<int32_t>& input_ids,
                                const std::vector<uint8_t>& loss_mask, const std::vector<const float*>& layers,
-                               const float* final_rows) {
+                               const std::vector<const float*>& finals) {
   // Convert each [T, H] block to the storage dtype, then write as delivered by the pipeline.
   const size_t T = input_ids.size(), H = static_cast<size_t>(attrs_.hidden_size);
   const size_t row = kernels::storage_row_bytes(attrs_.dtype, attrs_.hidden_size);
-  std::vector<std::vector<uint8_t>> blocks(layers.size() + (final_rows ? 1 : 0), std::vector<uint8_t>(T * row));
+  std::vector<std::vector<uint8_t>> blocks(layers.size() + finals.size(), std::vector<uint8_t>(T * row));
   auto convert = [&](const float* src, std::vector<uint8_t>& dst) {
     if (attrs_.dtype != kernels::DType::F8E4M3) return kernels::convert_from_float(src, attrs_.dtype, dst.data(), T * H);
     for (size_t t = 0; t < T; ++t) kernels::encode_e4m3_row(src + t * H, attrs_.hidden_size, dst.data() + t * row);
@@ -126,8 +159,12 @@ void ShardWriter::write_sample(int64_t index, const std::string* id, const std::
     convert(layers[k], blocks[k]);
     rows.push_back(blocks[k].data());
   }
-  if (final_rows) convert(final_rows, blocks.back());
-  write_sample_raw(index, id, input_ids, loss_mask, rows, final_rows ? blocks.back().data() : nullptr);
+  std::vector<const void*> final_rows;
+  for (size_t j = 0; j < finals.size(); ++j) {
+    convert(finals[j], blocks[layers.size() + j]);
+    final_rows.push_back(blocks[layers.size() + j].data());
+  }
+  write_sample_raw(index, id, input_ids, loss_mask, rows, final_rows);
 }
 
 namespace {
@@ -193,13 +230,14 @@ void ShardWriter::release_reservation() {
 
 void ShardWriter::write_sample_raw(int64_t index, const std::string* id, const std::vector<int32_t>& input_ids,
                                    const std::vector<uint8_t>& loss_mask, const std::vector<const void*>& layers,
-                                   const void* final_rows) {
+                                   const std::vector<const void*>& finals) {
   const auto T = static_cast<hsize_t>(input_ids.size());
   const auto K = static_cast<hsize_t>(layers.size());
-  E3_REQUIRE(loss_mask.size() == input_ids.size() && K == attrs_.layer_ids.size(), ErrorKind::Internal,
-             "sample {}: {} ids, {} mask, {} layers", index, input_ids.size(), loss_mask.size(), K);
+  E3_REQUIRE(loss_mask.size() == input_ids.size() && K == attrs_.layer_ids.size() && finals.size() == finals_.size(),
+             ErrorKind::Internal, "sample {}: {} ids, {} mask, {} layers, {} final states (expected {})", index,
+             input_ids.size(), loss_mask.size(), K, finals.size(), finals_.size());
   const size_t row = kernels::storage_row_bytes(attrs_.dtype, attrs_.hidden_size);
-  reserve(T * (K + (final_rows ? 1 : 0)) * row + T * 5 + kSampleMetadataBytes);
+  reserve(T * (K + finals.size()) * row + T * 5 + kSampleMetadataBytes);
   H5Id group(E3_H5(H5Gcreate2(file_.get(), sample_group_name(index).c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                    "creating group {} in {}", sample_group_name(index), temp_path_.string()),
              H5Gclose);
@@ -209,15 +247,16 @@ void ShardWriter::write_sample_raw(int64_t index, const std::string* id, const s
   write_dataset(group.get(), "loss_mask", H5T_STD_U8LE, H5T_NATIVE_UINT8, {T}, loss_mask.data());
 
   if (attrs_.dtype == kernels::DType::F8E4M3) {
-    write_fp8_states(group.get(), T, layers, final_rows);
+    write_fp8_states(group.get(), T, layers, finals);
   } else {
-    write_states(group.get(), T, layers, final_rows);
+    write_states(group.get(), T, layers, finals);
   }
   record_.samples.push_back(index);
   record_.num_tokens += static_cast<int64_t>(T);
 }
 
-void ShardWriter::write_states(hid_t group, hsize_t T, const std::vector<const void*>& layers, const void* final_rows) {
+void ShardWriter::write_states(hid_t group, hsize_t T, const std::vector<const void*>& layers,
+                               const std::vector<const void*>& finals) {
   const auto K = static_cast<hsize_t>(layers.size());
   const auto H = static_cast<hsize_t>(attrs_.hidden_size);
   // [T, K, H]: token-major, the K captures of a token side by side.
@@ -229,11 +268,12 @@ void ShardWriter::write_states(hid_t group, hsize_t T, const std::vector<const v
     for (hsize_t k = 0; k < K; ++k)
       std::memcpy(convert_buf_.data() + (t * K + k) * row, static_cast<const uint8_t*>(layers[k]) + t * row, row);
   write_dataset(group, "hidden_states", storage_type_.get(), storage_type_.get(), {T, K, H}, convert_buf_.data());
-  if (final_rows) write_dataset(group, "last_hidden_state", storage_type_.get(), storage_type_.get(), {T, H}, final_rows);
+  for (size_t j = 0; j < finals.size(); ++j)
+    write_dataset(group, finals_[j].name.c_str(), storage_type_.get(), storage_type_.get(), {T, H}, finals[j]);
 }
 
 void ShardWriter::write_fp8_states(hid_t group, hsize_t T, const std::vector<const void*>& layers,
-                                   const void* final_rows) {
+                                   const std::vector<const void*>& finals) {
   // Each delivered row is H codes then its scale (encode_e4m3_row): split into the codes
   // [T, K, H] and the scales [T, K], the layout a reader indexes like bf16's.
   const auto K = static_cast<hsize_t>(layers.size());
@@ -254,16 +294,17 @@ void ShardWriter::write_fp8_states(hid_t group, hsize_t T, const std::vector<con
   };
   codes("hidden_states", {T, K, H}, convert_buf_.data());
   write_dataset(group, "hidden_states_scale", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {T, K}, scale_buf_.data());
-  if (!final_rows) return;
   convert_buf_.resize(T * H);
   scale_buf_.resize(T);
-  for (hsize_t t = 0; t < T; ++t) {
-    const uint8_t* src = static_cast<const uint8_t*>(final_rows) + t * row;
-    std::memcpy(convert_buf_.data() + t * H, src, H);
-    scale_buf_[t] = kernels::e4m3_row_scale_of(src, attrs_.hidden_size);
+  for (size_t j = 0; j < finals.size(); ++j) {
+    for (hsize_t t = 0; t < T; ++t) {
+      const uint8_t* src = static_cast<const uint8_t*>(finals[j]) + t * row;
+      std::memcpy(convert_buf_.data() + t * H, src, H);
+      scale_buf_[t] = kernels::e4m3_row_scale_of(src, attrs_.hidden_size);
+    }
+    codes(finals_[j].name.c_str(), {T, H}, convert_buf_.data());
+    write_dataset(group, (finals_[j].name + "_scale").c_str(), H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {T}, scale_buf_.data());
   }
-  codes("last_hidden_state", {T, H}, convert_buf_.data());
-  write_dataset(group, "last_hidden_state_scale", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {T}, scale_buf_.data());
 }
 
 void ShardWriter::skip_sample(const SkippedSample& skipped) {

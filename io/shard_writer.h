@@ -15,7 +15,7 @@ namespace e3::io {
 // File attributes (the DESIGN.md schema) shared by every shard of a run.
 struct ShardAttributes {
   std::vector<int32_t> layer_ids;
-  std::string final_mode;  // post-norm | pre-norm | none
+  std::string final_mode;  // post-norm | pre-norm | both | none
   std::string model_type;
   int64_t hidden_size = 0;
   int64_t num_hidden_layers = 0;
@@ -31,6 +31,20 @@ inline constexpr const char* kFormatName = "eagle3-hidden-states";
 inline constexpr int64_t kFormatVersion = 1;
 // The `encoding` attribute of the uint8 state datasets of a --dtype fp8 shard.
 inline constexpr const char* kFp8Encoding = "float8_e4m3fn";
+
+// A final-state dataset: its name and whether it is after the final norm ("post-norm") or before.
+struct FinalDataset {
+  std::string name;
+  std::string norm;
+};
+// The final-state datasets a --final mode stores, in the order the capture delivers them:
+// post-norm and pre-norm store `last_hidden_state`; both stores it post-norm and adds
+// `last_hidden_state_prenorm`; none stores neither. Throws a usage error for another mode.
+std::vector<FinalDataset> final_datasets(const std::string& final_mode);
+// One line per stored state saying which layer it is, in HF's and vLLM's numbering (the
+// `slots` file attribute, printed by `verify`).
+std::vector<std::string> describe_slots(const std::vector<int32_t>& layer_ids, const std::string& final_mode,
+                                        int64_t num_hidden_layers);
 
 // "shard-000042.h5"
 std::string shard_file_name(int64_t shard_index);
@@ -63,15 +77,15 @@ class ShardWriter {
   ShardWriter& operator=(const ShardWriter&) = delete;
 
   // `layers[k]` points at the sample's first row of capture k ([T, H] fp32, row stride H);
-  // `final_rows` likewise, or null with --final none.
+  // `finals[j]` likewise for the j-th of final_datasets(final_mode).
   void write_sample(int64_t index, const std::string* id, const std::vector<int32_t>& input_ids,
                     const std::vector<uint8_t>& loss_mask, const std::vector<const float*>& layers,
-                    const float* final_rows);
+                    const std::vector<const float*>& finals);
   // The same with rows already in the storage dtype (as the capture pipeline delivers them),
   // each storage_row_bytes long (fp8: codes then scale).
   void write_sample_raw(int64_t index, const std::string* id, const std::vector<int32_t>& input_ids,
                         const std::vector<uint8_t>& loss_mask, const std::vector<const void*>& layers,
-                        const void* final_rows);
+                        const std::vector<const void*>& finals);
   // Records a sample of this shard that is left out (/skipped/<index> with its reason), so
   // that the shard itself says why the sample is missing.
   void skip_sample(const SkippedSample& skipped);
@@ -96,13 +110,16 @@ class ShardWriter {
   void reserve(uint64_t bytes);
   void release_reservation();
   // The state datasets of one sample, from rows in the storage dtype (write_sample_raw).
-  void write_states(hid_t group, hsize_t T, const std::vector<const void*>& layers, const void* final_rows);
-  void write_fp8_states(hid_t group, hsize_t T, const std::vector<const void*>& layers, const void* final_rows);
+  void write_states(hid_t group, hsize_t T, const std::vector<const void*>& layers,
+                    const std::vector<const void*>& finals);
+  void write_fp8_states(hid_t group, hsize_t T, const std::vector<const void*>& layers,
+                        const std::vector<const void*>& finals);
   std::filesystem::path out_dir_;
   std::filesystem::path temp_path_;
   std::filesystem::path final_path_;
   int64_t shard_index_;
   ShardAttributes attrs_;
+  std::vector<FinalDataset> finals_;
   H5Id file_;
   H5Id samples_group_;
   H5Id skipped_group_;  // created on the first skip_sample

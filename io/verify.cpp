@@ -175,7 +175,7 @@ constexpr size_t kReadChunk = 8 << 20;
 class ShardChecker {
  public:
   ShardChecker(const RunFingerprint& fp, std::optional<kernels::DType> dtype, bool fp8)
-      : fp_(fp), want_dtype_(dtype), fp8_(fp8), want_final_(fp.final_mode != "none"), K_(fp.layer_ids.size()) {}
+      : fp_(fp), want_dtype_(dtype), fp8_(fp8), finals_(final_datasets(fp.final_mode)), K_(fp.layer_ids.size()) {}
 
   void check(const ShardJob& job, ReadBuffers& buf, std::atomic<uint64_t>& bytes_done) {
     const std::string where = job.path.string();
@@ -248,6 +248,7 @@ class ShardChecker {
     E3_VERIFY(read_attr_int(f, "shard_index") == s.shard_index, "{}: shard_index differs from the manifest", where);
     const auto hidden = read_attr_int(f, "hidden_size");
     E3_VERIFY(hidden && *hidden > 0, "{}: missing hidden_size", where);
+    slot_attributes(f, where);
 
     E3_VERIFY(H5Lexists(f, "samples", H5P_DEFAULT) > 0, "{}: no /samples group", where);
     H5Id samples(E3_H5(H5Gopen2(f, "samples", H5P_DEFAULT), "{}: opening /samples", where), H5Gclose);
@@ -275,6 +276,26 @@ class ShardChecker {
     std::sort(in_manifest.begin(), in_manifest.end());
     E3_VERIFY(in_file == in_manifest, "{}: /skipped holds [{}], the manifest lists [{}]", where,
               fmt::join(in_file, ","), fmt::join(in_manifest, ","));
+  }
+
+  // The per-slot layer attributes must say what the manifest's settings mean. Shards of
+  // versions before them lack the attributes; then layer_ids and final say it alone.
+  void slot_attributes(hid_t f, const std::string& where) {
+    if (const auto hf = read_attr_ints(f, "hidden_states_hf_index"))
+      E3_VERIFY(*hf == fp_.layer_ids, "{}: hidden_states_hf_index [{}] differs from layer_ids [{}]", where,
+                fmt::join(*hf, ","), fmt::join(fp_.layer_ids, ","));
+    const auto norm = read_attr_string(f, "last_hidden_state_norm");
+    if (norm || H5Aexists(f, "slots") > 0) {
+      const std::string want = finals_.empty() ? std::string() : finals_.front().norm;
+      E3_VERIFY(norm.value_or("") == want, "{}: last_hidden_state_norm is '{}', --final {} means '{}'", where,
+                norm.value_or(""), fp_.final_mode, want);
+    }
+    if (const auto slots = read_attr_strings(f, "slots")) {
+      const auto layers = read_attr_int(f, "num_hidden_layers");
+      E3_VERIFY(layers && *slots == describe_slots(fp_.layer_ids, fp_.final_mode, *layers),
+                "{}: the slots attribute does not describe layer_ids [{}] with --final {}", where,
+                fmt::join(fp_.layer_ids, ","), fp_.final_mode);
+    }
   }
 
   // A dataset of states: its shape and stored type, and where its values are.
@@ -341,17 +362,20 @@ class ShardChecker {
     E3_VERIFY(mask_shape.dims == std::vector<hsize_t>{T} && H5Tget_class(mask_shape.type.get()) == H5T_INTEGER,
               "{}: loss_mask must be [{}] integers", sw, T);
     states(g, "hidden_states", {T, K, H}, sw, regions, buf);
-    const bool has_last = H5Lexists(g, "last_hidden_state", H5P_DEFAULT) > 0;
-    E3_VERIFY(has_last == want_final_, "{}: last_hidden_state is {} but --final is {}", sw,
-              has_last ? "present" : "absent", fp_.final_mode);
-    if (has_last) states(g, "last_hidden_state", {T, H}, sw, regions, buf);
+    for (const char* name : {"last_hidden_state", "last_hidden_state_prenorm"}) {
+      const bool present = H5Lexists(g, name, H5P_DEFAULT) > 0;
+      const bool wanted = std::any_of(finals_.begin(), finals_.end(), [&](const FinalDataset& d) { return d.name == name; });
+      E3_VERIFY(present == wanted, "{}: {} is {} but --final is {}", sw, name, present ? "present" : "absent",
+                fp_.final_mode);
+      if (present) states(g, name, {T, H}, sw, regions, buf);
+    }
     return static_cast<int64_t>(T);
   }
 
   const RunFingerprint fp_;
   const std::optional<kernels::DType> want_dtype_;
   const bool fp8_;
-  const bool want_final_;
+  const std::vector<FinalDataset> finals_;
   const hsize_t K_;
   std::mutex hdf5_;
 };
@@ -367,6 +391,9 @@ class Verifier {
     if (fp_.dtype == "fp32") want_dtype_ = kernels::DType::F32;
     fp8_ = fp_.dtype == "fp8";
     E3_VERIFY(want_dtype_.has_value() || fp8_, "{}: unknown dtype '{}'", kManifestName, fp_.dtype);
+    E3_VERIFY(fp_.final_mode == "post-norm" || fp_.final_mode == "pre-norm" || fp_.final_mode == "both" ||
+                  fp_.final_mode == "none",
+              "{}: unknown final mode '{}'", kManifestName, fp_.final_mode);
     report_.num_samples = first.num_samples;
     report_.part_count = first.part.count;
     report_.parts = 0;
@@ -659,6 +686,21 @@ void require_complete(const VerifyReport& r, const std::filesystem::path& dir) {
            r.part_count == 1 ? "the same command" : "the command of every part");
 }
 
+namespace {
+
+// What the stored states are, from a shard's attributes (already checked against the manifest).
+void describe_layers(const std::filesystem::path& shard, const RunFingerprint& fp, VerifyReport& r) {
+  const H5Id fapl = file_access_list();
+  H5Id file(E3_H5(H5Fopen(shard.c_str(), H5F_ACC_RDONLY, fapl.get()), "opening {}", shard.string()), H5Fclose);
+  r.model_type = read_attr_string(file.get(), "model_type").value_or("");
+  r.model_path = read_attr_string(file.get(), "model").value_or("");
+  r.num_hidden_layers = read_attr_int(file.get(), "num_hidden_layers").value_or(0);
+  r.hidden_size = read_attr_int(file.get(), "hidden_size").value_or(0);
+  r.slots = read_attr_strings(file.get(), "slots").value_or(describe_slots(fp.layer_ids, fp.final_mode, r.num_hidden_layers));
+}
+
+}  // namespace
+
 VerifyReport verify_output(const std::filesystem::path& dir, const VerifyOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   silence_hdf5_errors();
@@ -695,6 +737,11 @@ VerifyReport verify_output(const std::filesystem::path& dir, const VerifyOptions
   Verifier v(dir, first, options);
   for (const Manifest& m : manifests) v.manifest(m);
   VerifyReport r = v.finish();
+  for (const Manifest& m : manifests) {
+    if (m.shards.empty()) continue;
+    describe_layers(dir / m.shards.front().file, first.fingerprint, r);
+    break;
+  }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

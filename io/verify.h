@@ -26,6 +26,11 @@ struct VerifyReport {
   int64_t shards_read = 0;  // shards whose files this process read (its share)
   uint64_t bytes_read = 0;  // of those files
   double seconds = 0;       // wall time of the whole check
+  // What the states are (from the first shard): one line per stored slot, naming its HF
+  // output_hidden_states index and, for the final state, pre- or post-norm.
+  std::vector<std::string> slots;
+  std::string model_type, model_path;
+  int64_t num_hidden_layers = 0, hidden_size = 0;
   // What the shards of this process's share were found to hold wrong, in shard order
   // (filled only with VerifyOptions::collect_problems).
   std::vector<Error> problems;

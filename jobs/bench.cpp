@@ -45,7 +45,7 @@ class DeviceCapture final : public model::CaptureSink {
     const auto slot = static_cast<size_t>(std::find(ids_.begin(), ids_.end(), id) - ids_.begin());
     be_.copy(state, buf_.view(state.dtype, state.rows, state.cols, slot * slot_bytes_));
   }
-  void capture_final(kernels::Tensor state) override {
+  void capture_final(model::FinalNorm, kernels::Tensor state) override {
     be_.copy(state, buf_.view(state.dtype, state.rows, state.cols, ids_.size() * slot_bytes_));
   }
 

@@ -309,7 +309,7 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
   committed_idx = broadcast_indices(grid, committed_idx);
   fp.plan_groups = broadcast_indices(grid, {fp.plan_groups}).at(0);  // the shard attributes carry fp's digest
   const int64_t bytes_per_token =
-      state_bytes_per_token(layers.size(), rc.final_mode != model::FinalMode::None, mc.hidden_size, rc.dtype);
+      state_bytes_per_token(layers.size(), model::stored_finals(rc.final_mode).size(), mc.hidden_size, rc.dtype);
   const ShardLimits limits{rc.samples_per_shard, rc.shard_size, bytes_per_token, fp.plan_groups};
   const WorkPlan plan = make_plan(data, limits, grid.dp_size(),
                                   std::set<int64_t>(committed_idx.begin(), committed_idx.end()), rc.part);

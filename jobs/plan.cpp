@@ -14,8 +14,8 @@ std::vector<const ShardPlan*> WorkPlan::pending_for(int dp_group) const {
   return out;
 }
 
-int64_t state_bytes_per_token(size_t capture_ids, bool final_stored, int64_t hidden_size, kernels::DType dtype) {
-  return static_cast<int64_t>(capture_ids + (final_stored ? 1 : 0)) *
+int64_t state_bytes_per_token(size_t capture_ids, size_t final_states, int64_t hidden_size, kernels::DType dtype) {
+  return static_cast<int64_t>(capture_ids + final_states) *
          static_cast<int64_t>(kernels::storage_row_bytes(dtype, hidden_size));
 }
 

@@ -91,8 +91,8 @@ void ShardCommitter::write(const std::vector<StepSample>& samples, const model::
     if (!writer_) writer_ = std::make_unique<io::ShardWriter>(out_dir_, ss.shard->index, attrs_);
     for (size_t k = 0; k < rows.size(); ++k)
       rows[k] = static_cast<const char*>(capture.layer(slot, k)) + static_cast<size_t>(ss.offset) * row;
-    const void* final_rows = capture.final_state(slot);
-    if (final_rows) final_rows = static_cast<const char*>(final_rows) + static_cast<size_t>(ss.offset) * row;
+    std::vector<const void*> final_rows = capture.final_states(slot);
+    for (const void*& f : final_rows) f = static_cast<const char*>(f) + static_cast<size_t>(ss.offset) * row;
     const io::SampleRecord& r = *ss.record;
     if (const auto reason = nonfinite_reason(rows, final_rows, static_cast<int64_t>(ss.ids.size()))) {
       const std::string what = fmt::format("sample {} ({}:{}{}): {}", r.index, check_.data_path, r.line,
@@ -109,7 +109,8 @@ void ShardCommitter::write(const std::vector<StepSample>& samples, const model::
 }
 
 std::optional<std::string> ShardCommitter::nonfinite_reason(const std::vector<const void*>& rows,
-                                                            const void* final_rows, int64_t tokens) const {
+                                                            const std::vector<const void*>& final_rows,
+                                                            int64_t tokens) const {
   const size_t H = static_cast<size_t>(attrs_.hidden_size), n = static_cast<size_t>(tokens) * H;
   auto describe = [&](const void* block, const std::string& what) -> std::optional<std::string> {
     if (attrs_.dtype == kernels::DType::F8E4M3) {
@@ -136,8 +137,9 @@ std::optional<std::string> ShardCommitter::nonfinite_reason(const std::vector<co
   };
   for (size_t k = 0; k < rows.size(); ++k)
     if (auto r = describe(rows[k], fmt::format("capture id {}", attrs_.layer_ids[k]))) return r;
-  if (final_rows)
-    if (auto r = describe(final_rows, fmt::format("the final state ({})", attrs_.final_mode))) return r;
+  const std::vector<io::FinalDataset> finals = io::final_datasets(attrs_.final_mode);
+  for (size_t j = 0; j < final_rows.size() && j < finals.size(); ++j)
+    if (auto r = describe(final_rows[j], fmt::format("the final state ({})", finals[j].norm))) return r;
   return std::nullopt;
 }
 
@@ -179,8 +181,10 @@ std::string capture_stats(const model::StagedCapture& capture, int slot, int64_t
   std::string out;
   for (size_t k = 0; k < capture.num_ids(); ++k)
     out += fmt::format("{}id {}: {}", out.empty() ? "" : "; ", capture.id(k), describe(capture.layer(slot, k)));
-  if (const void* final_rows = capture.final_state(slot))
-    out += fmt::format("; final ({}): {}", model::final_mode_name(capture.final_mode()), describe(final_rows));
+  const std::vector<const void*> final_rows = capture.final_states(slot);
+  const std::vector<model::FinalNorm> norms = model::stored_finals(capture.final_mode());
+  for (size_t j = 0; j < final_rows.size(); ++j)
+    out += fmt::format("; final ({}): {}", model::final_norm_name(norms[j]), describe(final_rows[j]));
   return out;
 }
 

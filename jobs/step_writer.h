@@ -56,8 +56,8 @@ class ShardCommitter {
  private:
   void commit_through(size_t upto);
   // Why the sample's rows cannot be stored ("NaN in capture id 4 at token 17 of 52"), if so.
-  std::optional<std::string> nonfinite_reason(const std::vector<const void*>& rows, const void* final_rows,
-                                              int64_t tokens) const;
+  std::optional<std::string> nonfinite_reason(const std::vector<const void*>& rows,
+                                              const std::vector<const void*>& final_rows, int64_t tokens) const;
   void publish_loop();
   void rethrow();
   std::filesystem::path out_dir_;

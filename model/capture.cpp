@@ -9,17 +9,31 @@ namespace e3::model {
 FinalMode parse_final_mode(const std::string& s) {
   if (s == "post-norm") return FinalMode::PostNorm;
   if (s == "pre-norm") return FinalMode::PreNorm;
+  if (s == "both") return FinalMode::Both;
   if (s == "none") return FinalMode::None;
-  E3_THROW(ErrorKind::Usage, "--final must be post-norm, pre-norm or none, not '{}'", s);
+  E3_THROW(ErrorKind::Usage, "--final must be post-norm, pre-norm, both or none, not '{}'", s);
 }
 
 const char* final_mode_name(FinalMode m) {
   switch (m) {
     case FinalMode::PostNorm: return "post-norm";
     case FinalMode::PreNorm: return "pre-norm";
+    case FinalMode::Both: return "both";
     case FinalMode::None: return "none";
   }
   return "?";
+}
+
+const char* final_norm_name(FinalNorm n) { return n == FinalNorm::Post ? "post-norm" : "pre-norm"; }
+
+std::vector<FinalNorm> stored_finals(FinalMode m) {
+  switch (m) {
+    case FinalMode::PostNorm: return {FinalNorm::Post};
+    case FinalMode::PreNorm: return {FinalNorm::Pre};
+    case FinalMode::Both: return {FinalNorm::Post, FinalNorm::Pre};
+    case FinalMode::None: break;
+  }
+  return {};
 }
 
 void validate_capture_ids(const std::vector<int>& ids, int64_t num_layers) {
@@ -28,7 +42,7 @@ void validate_capture_ids(const std::vector<int>& ids, int64_t num_layers) {
     E3_REQUIRE(id >= 0, ErrorKind::Usage, "capture id {} is negative", id);
     E3_REQUIRE(id < num_layers, ErrorKind::Usage,
                "capture id {} is not below the {} layers of the model (ids run 0..{}; the last "
-               "layer's output is stored with --final pre-norm or post-norm)",
+               "layer's output is stored with --final pre-norm, post-norm or both)",
                id, num_layers, num_layers - 1);
   }
 }
@@ -43,7 +57,7 @@ std::vector<int> distinct_ids(const std::vector<int>& ids) {
 CaptureAudit::CaptureAudit(std::vector<int> distinct, FinalMode final, int64_t hidden_size)
     : hidden_size_(hidden_size) {
   for (int id : distinct) seen_.push_back({id});
-  if (final != FinalMode::None) seen_.push_back({kFinal});
+  for (FinalNorm n : stored_finals(final)) seen_.push_back({final_id(n)});
 }
 
 void CaptureAudit::begin_step(int64_t tokens) {
@@ -65,7 +79,11 @@ void CaptureAudit::record(int id, int64_t rows, int64_t cols) {
 }
 
 void CaptureAudit::check(int rank) const {
-  auto name = [](int id) { return id == kFinal ? std::string("final") : fmt::format("{}", id); };
+  auto name = [](int id) {
+    if (id == kFinalPost) return std::string("final (post-norm)");
+    if (id == kFinalPre) return std::string("final (pre-norm)");
+    return fmt::format("{}", id);
+  };
   if (!unexpected_.empty()) {
     const Seen& u = unexpected_.front();
     E3_THROW(ErrorKind::Audit, "rank {}: capture id {} was captured with shape [{}, {}] but not requested", rank,
@@ -92,7 +110,9 @@ HostCapture::HostCapture(kernels::Backend& backend, std::vector<int> ids, FinalM
       audit_(distinct_, final, hidden_size) {
   slots_.resize(distinct_.size());
   for (auto& s : slots_) s.resize(static_cast<size_t>(max_tokens_ * hidden_));
-  if (final_ != FinalMode::None) final_buf_.resize(static_cast<size_t>(max_tokens_ * hidden_));
+  finals_ = stored_finals(final_);
+  final_bufs_.resize(finals_.size());
+  for (auto& b : final_bufs_) b.resize(static_cast<size_t>(max_tokens_ * hidden_));
 }
 
 int HostCapture::slot_of(int id) const {
@@ -115,10 +135,16 @@ void HostCapture::capture(int id, kernels::Tensor state) {
   backend_.download_float(state, slots_[static_cast<size_t>(slot)].data());
 }
 
-void HostCapture::capture_final(kernels::Tensor state) {
-  audit_.record(CaptureAudit::kFinal, state.rows, state.cols);
-  if (final_ == FinalMode::None || state.rows > max_tokens_ || state.cols != hidden_) return;
-  backend_.download_float(state, final_buf_.data());
+void HostCapture::capture_final(FinalNorm which, kernels::Tensor state) {
+  audit_.record(CaptureAudit::final_id(which), state.rows, state.cols);
+  const auto it = std::find(finals_.begin(), finals_.end(), which);
+  if (it == finals_.end() || state.rows > max_tokens_ || state.cols != hidden_) return;  // the audit reports it
+  backend_.download_float(state, final_bufs_[static_cast<size_t>(it - finals_.begin())].data());
+}
+
+const float* HostCapture::final_state(FinalNorm which) const {
+  const auto it = std::find(finals_.begin(), finals_.end(), which);
+  return it == finals_.end() ? nullptr : final_bufs_[static_cast<size_t>(it - finals_.begin())].data();
 }
 
 const float* HostCapture::layer(size_t k) const {
@@ -131,11 +157,12 @@ StagedCapture::StagedCapture(kernels::Backend& backend, std::vector<int> ids, Fi
       ids_(std::move(ids)),
       distinct_(distinct_ids(ids_)),
       final_(final),
+      finals_(stored_finals(final)),
       storage_(storage),
       hidden_(hidden_size),
       max_tokens_(max_tokens),
       slots_(slots),
-      regions_(static_cast<int>(distinct_.size()) + (final != FinalMode::None ? 1 : 0)),
+      regions_(static_cast<int>(distinct_.size() + finals_.size())),
       audit_(distinct_, final, hidden_size) {
   const size_t bytes = static_cast<size_t>(slots_) * static_cast<size_t>(regions_) * region_bytes();
   device_ = backend_.allocate(bytes);
@@ -182,10 +209,16 @@ void StagedCapture::capture(int id, kernels::Tensor state) {
   stage(state, r);
 }
 
-void StagedCapture::capture_final(kernels::Tensor state) {
-  audit_.record(CaptureAudit::kFinal, state.rows, state.cols);
-  if (final_ == FinalMode::None || state.rows != tokens_ || state.cols != hidden_) return;
-  stage(state, regions_ - 1);
+int StagedCapture::final_region(FinalNorm which) const {
+  const auto it = std::find(finals_.begin(), finals_.end(), which);
+  return it == finals_.end() ? -1 : static_cast<int>(distinct_.size()) + static_cast<int>(it - finals_.begin());
+}
+
+void StagedCapture::capture_final(FinalNorm which, kernels::Tensor state) {
+  audit_.record(CaptureAudit::final_id(which), state.rows, state.cols);
+  const int r = final_region(which);
+  if (r < 0 || state.rows != tokens_ || state.cols != hidden_) return;  // the audit reports it
+  stage(state, r);
 }
 
 uint64_t StagedCapture::finish_step() {
@@ -205,10 +238,13 @@ const void* StagedCapture::layer(int slot, size_t k) const {
          (static_cast<size_t>(slot) * static_cast<size_t>(regions_) + static_cast<size_t>(r)) * region_bytes();
 }
 
-const void* StagedCapture::final_state(int slot) const {
-  if (final_ == FinalMode::None) return nullptr;
-  return static_cast<const char*>(host_.data()) +
-         (static_cast<size_t>(slot) * static_cast<size_t>(regions_) + static_cast<size_t>(regions_ - 1)) * region_bytes();
+std::vector<const void*> StagedCapture::final_states(int slot) const {
+  std::vector<const void*> out;
+  for (FinalNorm n : finals_)
+    out.push_back(static_cast<const char*>(host_.data()) +
+                  (static_cast<size_t>(slot) * static_cast<size_t>(regions_) + static_cast<size_t>(final_region(n))) *
+                      region_bytes());
+  return out;
 }
 
 }  // namespace e3::model

@@ -12,9 +12,21 @@
 
 namespace e3::model {
 
-enum class FinalMode { None, PostNorm, PreNorm };
-FinalMode parse_final_mode(const std::string& s);  // "post-norm" | "pre-norm" | "none"
+// Which final states a run stores. Both serves every trainer from one run: speculators wants
+// the state before the final norm, SpecForge and ModelOpt the one after it.
+enum class FinalMode { None, PostNorm, PreNorm, Both };
+FinalMode parse_final_mode(const std::string& s);  // "post-norm" | "pre-norm" | "both" | "none"
 const char* final_mode_name(FinalMode m);
+
+// One final state: after the model's final RMSNorm (HF hidden_states[L]) or before it (vLLM's id L).
+enum class FinalNorm { Post, Pre };
+const char* final_norm_name(FinalNorm n);  // "post-norm" | "pre-norm"
+// The final states `m` stores, in the order of their datasets (io::final_dataset_names):
+// the post-norm one first.
+std::vector<FinalNorm> stored_finals(FinalMode m);
+constexpr bool stores_final(FinalMode m, FinalNorm n) {
+  return m == FinalMode::Both || (n == FinalNorm::Post ? m == FinalMode::PostNorm : m == FinalMode::PreNorm);
+}
 
 // Checks ids against the layer count (0 <= id < L); throws a usage error naming the id.
 void validate_capture_ids(const std::vector<int>& ids, int64_t num_layers);
@@ -26,13 +38,15 @@ class CaptureSink {
   virtual bool wants(int id) const = 0;
   virtual FinalMode final_mode() const = 0;
   virtual void capture(int id, kernels::Tensor state) = 0;
-  virtual void capture_final(kernels::Tensor state) = 0;
+  virtual void capture_final(FinalNorm which, kernels::Tensor state) = 0;
 };
 
 // Counts captures of one step and checks them against the request.
 class CaptureAudit {
  public:
-  static constexpr int kFinal = -1;
+  static constexpr int kFinalPost = -1;
+  static constexpr int kFinalPre = -2;
+  static int final_id(FinalNorm n) { return n == FinalNorm::Post ? kFinalPost : kFinalPre; }
 
   CaptureAudit(std::vector<int> distinct_ids, FinalMode final, int64_t hidden_size);
   void begin_step(int64_t tokens);
@@ -46,7 +60,7 @@ class CaptureAudit {
     int count = 0;
     int64_t rows = 0, cols = 0;
   };
-  std::vector<Seen> seen_;        // one per distinct id, then the final state if requested
+  std::vector<Seen> seen_;        // one per distinct id, then each final state requested
   std::vector<Seen> unexpected_;  // captures nobody asked for
   int64_t hidden_size_;
   int64_t tokens_ = 0;
@@ -61,14 +75,15 @@ class HostCapture final : public CaptureSink {
   bool wants(int id) const override;
   FinalMode final_mode() const override { return final_; }
   void capture(int id, kernels::Tensor state) override;
-  void capture_final(kernels::Tensor state) override;
+  void capture_final(FinalNorm which, kernels::Tensor state) override;
 
   void begin_step(int64_t tokens);
   void audit(int rank) const { audit_.check(rank); }
 
   // The state of the k-th requested id (in request order, duplicates allowed): [tokens, H].
   const float* layer(size_t k) const;
-  const float* final_state() const { return final_buf_.data(); }
+  // [tokens, H], or null when `which` is not stored.
+  const float* final_state(FinalNorm which) const;
   size_t num_ids() const { return ids_.size(); }
   int64_t hidden_size() const { return hidden_; }
   // Test hook: the audit as seen by the forward pass.
@@ -83,7 +98,8 @@ class HostCapture final : public CaptureSink {
   int64_t hidden_;
   int64_t max_tokens_;
   std::vector<std::vector<float>> slots_;  // per distinct id
-  std::vector<float> final_buf_;
+  std::vector<FinalNorm> finals_;
+  std::vector<std::vector<float>> final_bufs_;  // per stored final state, in finals_ order
   CaptureAudit audit_;
 };
 
@@ -98,7 +114,7 @@ class StagedCapture final : public CaptureSink {
   bool wants(int id) const override;
   FinalMode final_mode() const override { return final_; }
   void capture(int id, kernels::Tensor state) override;
-  void capture_final(kernels::Tensor state) override;
+  void capture_final(FinalNorm which, kernels::Tensor state) override;
 
   void begin_step(int slot, int64_t tokens);
   void audit(int rank) const { audit_.check(rank); }
@@ -108,7 +124,8 @@ class StagedCapture final : public CaptureSink {
   // Host rows of the k-th requested id in `slot`: [tokens, H] in the storage dtype, each row
   // storage_row_bytes(storage, H) long (fp8: codes then scale, kernels/quant.h).
   const void* layer(int slot, size_t k) const;
-  const void* final_state(int slot) const;
+  // The final states stored, in dataset order (stored_finals), same row layout as layer().
+  std::vector<const void*> final_states(int slot) const;
   size_t num_ids() const { return ids_.size(); }
   int id(size_t k) const { return ids_[k]; }
   kernels::DType storage() const { return storage_; }
@@ -116,12 +133,14 @@ class StagedCapture final : public CaptureSink {
   int slots() const { return slots_; }
 
  private:
-  int region_of(int id) const;  // distinct id index, or regions_ - 1 for the final state
+  int region_of(int id) const;           // distinct id index
+  int final_region(FinalNorm which) const;  // after the distinct ids, or -1 when not stored
   size_t region_bytes() const;
   void stage(kernels::Tensor state, int region);  // into this step's region, in the storage dtype
   kernels::Backend& backend_;
   std::vector<int> ids_, distinct_;
   FinalMode final_;
+  std::vector<FinalNorm> finals_;
   kernels::DType storage_;
   int64_t hidden_, max_tokens_;
   int slots_, regions_;

@@ -99,11 +99,11 @@ class DecoderModel final : public Model {
       // Id l+1 is this layer's output; id L does not exist (the final state is separate).
       if (sink && l + 1 < L && sink->wants(l + 1)) sink->capture(l + 1, x);
     }
-    if (sink && sink->final_mode() == FinalMode::PostNorm) {
+    // Checked by mode, not by listing stored_finals(): nothing allocates inside a step.
+    if (sink && stores_final(sink->final_mode(), FinalNorm::Pre)) sink->capture_final(FinalNorm::Pre, x);
+    if (sink && stores_final(sink->final_mode(), FinalNorm::Post)) {
       be.rmsnorm(x, parts_.final_norm, eps, h32);
-      sink->capture_final(h32);
-    } else if (sink && sink->final_mode() == FinalMode::PreNorm) {
-      sink->capture_final(x);
+      sink->capture_final(FinalNorm::Post, h32);
     }
   }
 

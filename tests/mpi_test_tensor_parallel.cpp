@@ -44,7 +44,8 @@ Captured run_model(const std::string& case_name, MPI_Comm tp_comm, model::FinalM
   Captured out;
   const size_t n = static_cast<size_t>(batch.num_tokens() * cfg.hidden_size);
   for (size_t k = 0; k < all.size(); ++k) out.layers.emplace_back(cap.layer(k), cap.layer(k) + n);
-  out.final_state.assign(cap.final_state(), cap.final_state() + n);
+  const float* fin = cap.final_state(model::stored_finals(final).front());
+  out.final_state.assign(fin, fin + n);
   return out;
 }
 

@@ -18,6 +18,7 @@ using e3::kernels::DType;
 using e3::kernels::Tensor;
 using e3::model::CaptureAudit;
 using e3::model::FinalMode;
+using e3::model::FinalNorm;
 using e3::model::HostCapture;
 
 // Runs `f`, expects an e3::Error of `kind`, and returns its message.
@@ -42,7 +43,7 @@ TEST(CaptureAudit, PassesWhenEachIdIsCapturedOnceWithTheRightShape) {
   audit.begin_step(5);
   audit.record(2, 5, 8);  // order of capture does not matter
   audit.record(0, 5, 8);
-  audit.record(CaptureAudit::kFinal, 5, 8);
+  audit.record(CaptureAudit::kFinalPost, 5, 8);
   EXPECT_NO_THROW(audit.check(3));
 }
 
@@ -119,7 +120,7 @@ TEST(CaptureAudit, FailsWhenAnUnrequestedFinalStateIsCaptured) {
   CaptureAudit audit({0}, FinalMode::None, 8);
   audit.begin_step(2);
   audit.record(0, 2, 8);
-  audit.record(CaptureAudit::kFinal, 2, 8);
+  audit.record(CaptureAudit::kFinalPost, 2, 8);
   const std::string msg = error_of([&] { audit.check(0); }, ErrorKind::Audit);
   EXPECT_HAS(msg, "not requested");
   // The final state is reported as "final" elsewhere; the internal -1 means nothing to a user.
@@ -161,7 +162,7 @@ TEST(CaptureHost, LayersInRequestOrderWithDuplicates) {
   cap.begin_step(T);
   cap.capture(1, Tensor(a.data(), DType::F32, T, H));
   cap.capture(3, Tensor(wide.data(), DType::F32, T, 2 * H).col_slice(H, H));
-  cap.capture_final(Tensor(fin.data(), DType::F32, T, H));
+  cap.capture_final(FinalNorm::Post, Tensor(fin.data(), DType::F32, T, H));
   EXPECT_NO_THROW(cap.audit(0));
 
   for (int64_t t = 0; t < T; ++t)
@@ -170,8 +171,40 @@ TEST(CaptureHost, LayersInRequestOrderWithDuplicates) {
       EXPECT_EQ(cap.layer(0)[t * H + h], want3);
       EXPECT_EQ(cap.layer(1)[t * H + h], a[t * H + h]);
       EXPECT_EQ(cap.layer(2)[t * H + h], want3);
-      EXPECT_EQ(cap.final_state()[t * H + h], fin[t * H + h]);
+      EXPECT_EQ(cap.final_state(FinalNorm::Post)[t * H + h], fin[t * H + h]);
     }
+}
+
+TEST(CaptureHost, BothKeepsTheStatesBeforeAndAfterTheFinalNorm) {
+  auto backend = e3::kernels::make_cpu_backend(1);
+  const int64_t H = 4, T = 3;
+  HostCapture cap(*backend, {1}, FinalMode::Both, H, T);
+  auto a = e3::test::random_floats(T * H, 1), pre = e3::test::random_floats(T * H, 2),
+       post = e3::test::random_floats(T * H, 3);
+  cap.begin_step(T);
+  cap.capture(1, Tensor(a.data(), DType::F32, T, H));
+  cap.capture_final(FinalNorm::Pre, Tensor(pre.data(), DType::F32, T, H));
+  // One of the two is missing: the audit names it.
+  try {
+    cap.audit(0);
+    FAIL() << "the audit accepted a step without the post-norm final state";
+  } catch (const e3::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("final (post-norm)"), std::string::npos) << e.what();
+  }
+  cap.begin_step(T);
+  cap.capture(1, Tensor(a.data(), DType::F32, T, H));
+  cap.capture_final(FinalNorm::Pre, Tensor(pre.data(), DType::F32, T, H));
+  cap.capture_final(FinalNorm::Post, Tensor(post.data(), DType::F32, T, H));
+  EXPECT_NO_THROW(cap.audit(0));
+  for (int64_t i = 0; i < T * H; ++i) {
+    EXPECT_EQ(cap.final_state(FinalNorm::Pre)[i], pre[i]);
+    EXPECT_EQ(cap.final_state(FinalNorm::Post)[i], post[i]);
+  }
+  HostCapture post_only(*backend, {1}, FinalMode::PostNorm, H, T);
+  EXPECT_EQ(post_only.final_state(FinalNorm::Pre), nullptr);
+  EXPECT_EQ(e3::model::stored_finals(FinalMode::Both),
+            (std::vector<FinalNorm>{FinalNorm::Post, FinalNorm::Pre}));
+  EXPECT_EQ(e3::model::parse_final_mode("both"), FinalMode::Both);
 }
 
 TEST(CaptureHost, ConvertsFromTheBackendDtype) {

@@ -74,7 +74,7 @@ void write(ShardWriter& w, const Sample& s, bool with_final = true) {
   std::vector<const float*> layers;
   for (const auto& l : s.layers) layers.push_back(l.data());
   w.write_sample(s.index, s.id.empty() ? nullptr : &s.id, s.input_ids, s.loss_mask, layers,
-                 with_final ? s.final_rows.data() : nullptr);
+                 with_final ? std::vector<const float*>{s.final_rows.data()} : std::vector<const float*>{});
 }
 
 // What a reader must get back: the input rounded to the storage dtype.

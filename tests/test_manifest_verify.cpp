@@ -332,8 +332,11 @@ CommittedShard write_shard(const fs::path& dir, const RunFingerprint& fp, int64_
     std::vector<const float*> ptrs;
     for (const auto& l : layers) ptrs.push_back(l.data());
     const auto final_rows = e3::test::random_floats(T * kH, 100 * s + 99);
+    const auto prenorm_rows = e3::test::random_floats(T * kH, 100 * s + 98);
+    std::vector<const float*> finals{final_rows.data(), prenorm_rows.data()};
+    finals.resize(e3::io::final_datasets(fp.final_mode).size());
     const std::string id = fmt::format("s{}", s);
-    w.write_sample(s, &id, ids, mask, ptrs, fp.final_mode == "none" ? nullptr : final_rows.data());
+    w.write_sample(s, &id, ids, mask, ptrs, finals);
   }
   return w.commit();
 }

@@ -237,10 +237,11 @@ TEST(PlanErrors, RejectsNonPositiveParameters) {
 
 TEST(PlanShardSize, BytesPerTokenCountEveryStoredState) {
   using e3::kernels::DType;
-  EXPECT_EQ(e3::jobs::state_bytes_per_token(3, true, 4096, DType::BF16), 4 * 4096 * 2);
-  EXPECT_EQ(e3::jobs::state_bytes_per_token(3, false, 4096, DType::BF16), 3 * 4096 * 2);
-  EXPECT_EQ(e3::jobs::state_bytes_per_token(3, true, 4096, DType::F32), 4 * 4096 * 4);
-  EXPECT_EQ(e3::jobs::state_bytes_per_token(1, true, 7168, DType::F16), 2 * 7168 * 2);
+  EXPECT_EQ(e3::jobs::state_bytes_per_token(3, 1, 4096, DType::BF16), 4 * 4096 * 2);
+  EXPECT_EQ(e3::jobs::state_bytes_per_token(3, 0, 4096, DType::BF16), 3 * 4096 * 2);
+  EXPECT_EQ(e3::jobs::state_bytes_per_token(3, 1, 4096, DType::F32), 4 * 4096 * 4);
+  EXPECT_EQ(e3::jobs::state_bytes_per_token(1, 1, 7168, DType::F16), 2 * 7168 * 2);
+  EXPECT_EQ(e3::jobs::state_bytes_per_token(3, 2, 4096, DType::BF16), 5 * 4096 * 2);  // --final both
 }
 
 TEST(PlanShardSize, ShardsStayWithinTheEstimatedBytes) {

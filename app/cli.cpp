@@ -123,6 +123,19 @@ Request parse_command_line(int argc, char** argv) {
       ->capture_default_str();
   bench->add_option("--out", req.bench.out,
                     "also time end to end: the same steps with 3 ids + final written as --dtype shards under this directory");
+  auto* exporter = app.add_subcommand(
+      "export", "write a verified output directory as the per-sample files a trainer reads (docs/TRAINERS.md)");
+  std::string export_format, export_src, export_dest;
+  exporter->add_option("--format", export_format, "speculators | specforge | modelopt")->required();
+  exporter->add_option("SRC", export_src, "output directory of a finished run")->required();
+  exporter->add_option("DEST", export_dest,
+                       "new or empty directory to write into (an interrupted export into it resumes)")
+      ->required();
+  auto* export_threads_opt = exporter->add_option(
+      "--threads", req.export_options.threads, "shard files exported at once; default: the cores of the node");
+  exporter->add_flag("--skip-verify", req.export_options.skip_verify,
+                     "do not make verify's checks first (checksums and values of every shard): for a SRC that "
+                     "`eagle3_extract verify` has just passed");
   app.require_subcommand(0, 1);
 
   try {
@@ -148,6 +161,15 @@ Request parse_command_line(int argc, char** argv) {
     req.verify_dir = verify_dir;
     E3_REQUIRE(verify_threads_opt->count() == 0 || req.verify_threads > 0, ErrorKind::Usage,
                "verify --threads must be positive, not {}", req.verify_threads);
+    return req;
+  }
+  if (exporter->parsed()) {
+    req.command = Command::Export;
+    req.export_options.format = jobs::parse_export_format(export_format);
+    req.export_options.src = export_src;
+    req.export_options.dest = export_dest;
+    E3_REQUIRE(export_threads_opt->count() == 0 || req.export_options.threads > 0, ErrorKind::Usage,
+               "export --threads must be positive, not {}", req.export_options.threads);
     return req;
   }
   if (bench->parsed()) {

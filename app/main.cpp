@@ -129,6 +129,74 @@ int run_verify(const e3::app::Request& req, const e3::parallel::MpiEnv& mpi) {
   return code;
 }
 
+// `export SRC DEST`: rank 0 prepares DEST, every rank exports its share of the shards (index %
+// ranks), rank 0 finishes. Each phase ends in an agreement, so a failure on one rank ends every
+// rank with that rank's message and exit code, and nobody waits in a collective.
+int run_export(const e3::app::Request& req, const e3::parallel::MpiEnv& mpi) {
+  e3::jobs::ExportOptions o = req.export_options;
+  o.rank = mpi.world_rank();
+  o.ranks = mpi.world_size();
+  if (o.threads == 0) o.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks_on_node());
+  const auto phase = [&](const auto& body) {
+    int code = 0;
+    try {
+      body();
+    } catch (Error& e) {
+      e.set_rank(mpi.world_rank());
+      spdlog::critical("{}", e.describe());
+      code = e3::exit_code(e.kind());
+    } catch (const std::exception& e) {
+      spdlog::critical("rank {}: export: internal error: {}", mpi.world_rank(), e.what());
+      code = e3::exit_code(ErrorKind::Internal);
+    }
+    spdlog::default_logger()->flush();
+    const e3::parallel::Failure f = e3::parallel::agree_on_failure(MPI_COMM_WORLD, code != 0, code);
+    return f.rank < 0 ? 0 : f.code;
+  };
+  const char* format = e3::jobs::export_format_name(o.format);
+  int nothing_to_do = 0;
+  if (const int code = phase([&] {
+        if (o.rank == 0) nothing_to_do = e3::jobs::prepare_export(o) ? 1 : 0;
+      }))
+    return code;
+  MPI_Bcast(&nothing_to_do, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (nothing_to_do) {
+    if (o.rank == 0)
+      spdlog::info("export: {} already holds the {} export of {}: nothing to do", o.dest.string(), format,
+                   o.src.string());
+    return 0;
+  }
+  if (o.rank == 0)
+    spdlog::info("export: {} -> {} ({}){}, {} rank{} x {} threads", o.src.string(), o.dest.string(), format,
+                 o.skip_verify ? "" : ", verifying each shard first", o.ranks, o.ranks == 1 ? "" : "s", o.threads);
+  e3::jobs::ExportReport r;
+  const auto progress = [&](const e3::jobs::ExportProgress& p) {
+    const double mb_s = p.seconds > 0 ? p.bytes_written / 1e6 / p.seconds : 0;
+    const double eta =
+        p.shards_done > 0 ? p.seconds * static_cast<double>(p.shards_total - p.shards_done) / p.shards_done : 0;
+    spdlog::info("export: {} of {} shards, {} samples, {:.2f} GB written, {:.0f} MB/s, ETA {:.0f} s", p.shards_done,
+                 p.shards_total, p.samples_done, p.bytes_written / 1e9, mb_s, eta);
+  };
+  if (const int code = phase([&] { r = e3::jobs::export_shards(o, progress); })) return code;
+  double sums[5] = {static_cast<double>(r.samples), static_cast<double>(r.files), static_cast<double>(r.bytes_written),
+                    static_cast<double>(r.bytes_read), static_cast<double>(r.shards_resumed)};
+  double totals[5] = {};
+  MPI_Reduce(sums, totals, 5, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  double seconds = 0;
+  MPI_Reduce(&r.seconds, &seconds, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  if (const int code = phase([&] {
+        if (o.rank == 0) e3::jobs::finish_export(o);
+      }))
+    return code;
+  if (o.rank == 0)
+    spdlog::info("export {} -> {} ({}): ok: {:.0f} samples in {:.0f} files{}, {:.2f} GB written in {:.1f} s "
+                 "({:.0f} MB/s), {:.2f} GB read",
+                 o.src.string(), o.dest.string(), format, totals[0], totals[1],
+                 totals[4] > 0 ? fmt::format(" ({:.0f} shards done by an earlier run)", totals[4]) : "",
+                 totals[2] / 1e9, seconds, seconds > 0 ? totals[2] / 1e6 / seconds : 0.0, totals[3] / 1e9);
+  return 0;
+}
+
 // One MPI rank's whole life after MPI_Init.
 int run(int argc, char** argv, const e3::parallel::MpiEnv& mpi) {
   const std::string world_tag = fmt::format("[r{}/{}]", mpi.world_rank(), mpi.world_size());
@@ -154,6 +222,9 @@ int run(int argc, char** argv, const e3::parallel::MpiEnv& mpi) {
   }
   if (req.command == e3::app::Command::Verify) {
     return run_verify(req, mpi);
+  }
+  if (req.command == e3::app::Command::Export) {
+    return run_export(req, mpi);
   }
 
   if (req.command == e3::app::Command::Bench) {

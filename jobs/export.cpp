@@ -1,0 +1,575 @@
+#include "jobs/export.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "io/hdf5.h"
+#include "io/manifest.h"
+#include "io/safetensors_write.h"
+#include "io/shard_reader.h"
+#include "io/tensor_file.h"
+#include "io/torch_save.h"
+#include "io/verify.h"
+#include "kernels/dtype.h"
+#include "kernels/error.h"
+#include "kernels/hash.h"
+#include "kernels/quant.h"
+
+namespace e3::jobs {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kStateDir = ".export";       // DEST/.export: the state of an export under way
+constexpr const char* kStateFile = "state.json";   // what is being exported from what
+constexpr const char* kDoneFile = "export.json";   // written last: what DEST holds
+constexpr int64_t kSpecForgeGroup = 2000;          // SpecForge's rows_{g}-{g+2000} directories
+
+// An export's identity: a DEST made from other data or in another format is not resumed.
+nlohmann::json export_identity(ExportFormat format, const io::Manifest& m) {
+  return {{"format", export_format_name(format)},
+          {"run_fingerprint", m.fingerprint.digest()},
+          {"data_fingerprint", m.data_fingerprint}};
+}
+
+// What SRC holds, from its manifests (checked as verify checks them).
+struct Source {
+  std::vector<io::Manifest> manifests;
+  std::vector<io::CommittedShard> shards;  // in shard index order
+  std::vector<int64_t> stored;             // sample indices, ascending: speculators' row order
+  io::ShardDescription description;        // of the first shard
+};
+
+Source load_source(const fs::path& src) {
+  E3_REQUIRE(fs::is_directory(src), ErrorKind::Usage, "export: {} is not a directory (give the --out directory of a run)",
+             src.string());
+  Source s;
+  try {
+    for (const fs::path& p : io::list_manifests(src)) s.manifests.push_back(io::read_manifest_file(p));
+  } catch (const Error& e) {
+    E3_THROW(ErrorKind::Verify, "{}", e.what());
+  }
+  E3_REQUIRE(!s.manifests.empty(), ErrorKind::Verify, "{}: no {} (give the --out directory of a finished run)",
+             src.string(), io::kManifestName);
+  const io::Manifest& first = s.manifests.front();
+  for (const io::Manifest& m : s.manifests) {
+    io::check_manifest_structure(m, (src / io::manifest_name(m.part)).string(), ErrorKind::Verify);
+    E3_REQUIRE(m.complete && m.part.count == first.part.count && m.fingerprint.differences(first.fingerprint).empty() &&
+                   m.data_fingerprint == first.data_fingerprint,
+               ErrorKind::Verify,
+               "{}: {} is not part of one complete run (finish the extraction, then `eagle3_extract verify {}`)",
+               src.string(), io::manifest_name(m.part), src.string());
+    for (const io::CommittedShard& c : m.shards) {
+      s.shards.push_back(c);
+      s.stored.insert(s.stored.end(), c.samples.begin(), c.samples.end());
+    }
+  }
+  E3_REQUIRE(static_cast<int>(s.manifests.size()) == first.part.count, ErrorKind::Verify,
+             "{}: {} of {} parts are present; export needs the whole run", src.string(), s.manifests.size(),
+             first.part.count);
+  std::sort(s.shards.begin(), s.shards.end(),
+            [](const io::CommittedShard& a, const io::CommittedShard& b) { return a.shard_index < b.shard_index; });
+  std::sort(s.stored.begin(), s.stored.end());
+  E3_REQUIRE(!s.shards.empty() && !s.stored.empty(), ErrorKind::Verify, "{}: the run stored no sample", src.string());
+  s.description = io::read_shard_layout(src / s.shards.front().file).description;
+  return s;
+}
+
+// The final state a format trains on, and the dataset that holds it in SRC (or none).
+struct FinalNeed {
+  const char* norm;  // "pre-norm" | "post-norm"
+  std::string dataset;
+};
+
+FinalNeed final_needed(ExportFormat f, const std::string& final_mode) {
+  FinalNeed need{f == ExportFormat::Speculators ? "pre-norm" : "post-norm", ""};
+  for (const io::FinalDataset& d : io::final_datasets(final_mode))
+    if (d.norm == need.norm) need.dataset = d.name;
+  return need;
+}
+
+// Refuses a SRC the format cannot be made from, naming the extraction to rerun; warns about
+// capture ids that are not the trainers' default.
+void check_conventions(ExportFormat f, const Source& s, const fs::path& src) {
+  const io::ShardDescription& d = s.description;
+  const int64_t L = d.num_hidden_layers;
+  const std::vector<int32_t> preset{2, static_cast<int32_t>(L / 2), static_cast<int32_t>(L - 3)};
+  const FinalNeed need = final_needed(f, d.final_mode);
+  E3_REQUIRE(!need.dataset.empty(), ErrorKind::Usage,
+             "export --format {}: {} stores the final state {} (--final {}); {} trains on it {} the final norm: rerun "
+             "the extraction with --final {} (or --final both, which serves every trainer) into a new --out",
+             export_format_name(f), src.string(), d.final_mode == "none" ? "not at all" : d.final_mode, d.final_mode,
+             export_format_name(f), std::string(need.norm) == "pre-norm" ? "before" : "after", need.norm);
+  E3_REQUIRE(d.layer_ids.size() == 3, ErrorKind::Usage,
+             "export --format {}: {} holds {} capture ids [{}]; EAGLE-3 trainers take exactly three: rerun the "
+             "extraction with --layers {} (the EAGLE-3 default for {} layers)",
+             export_format_name(f), src.string(), d.layer_ids.size(), fmt::join(d.layer_ids, ", "),
+             fmt::join(preset, ","), L);
+  if (d.layer_ids != preset)
+    spdlog::warn("export: {} captured ids [{}], not the EAGLE-3 default [{}] of a {}-layer model that {} assumes: "
+                 "tell the trainer these layers (docs/TRAINERS.md shows where)",
+                 src.string(), fmt::join(d.layer_ids, ", "), fmt::join(preset, ", "), L, export_format_name(f));
+  E3_REQUIRE(d.dtype == "bf16" || d.dtype == "fp16" || d.dtype == "fp32" || d.dtype == "fp8", ErrorKind::Verify,
+             "{}: unknown dtype '{}'", src.string(), d.dtype);
+}
+
+nlohmann::json read_json_file(const fs::path& path) {
+  std::ifstream in(path);
+  E3_REQUIRE(in.good(), ErrorKind::Output, "cannot read {}", path.string());
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    E3_THROW(ErrorKind::Output, "{}: {}", path.string(), e.what());
+  }
+}
+
+void write_json_file(const fs::path& path, const nlohmann::json& j) {
+  const std::string text = j.dump(2) + "\n";
+  io::TempFile file(path);
+  file.write(text.data(), text.size());
+  file.commit();
+}
+
+fs::path done_marker(const fs::path& dest, int64_t shard_index) {
+  return dest / kStateDir / fmt::format("done-{:06d}", shard_index);
+}
+fs::path rows_fragment(const fs::path& dest, int64_t shard_index) {
+  return dest / kStateDir / fmt::format("rows-{:06d}.jsonl", shard_index);
+}
+
+// ---- one sample
+
+// A float8 e4m3fn code's value before its row's scale.
+std::array<float, 256> e4m3_table() {
+  std::array<float, 256> t{};
+  for (int b = 0; b < 256; ++b) t[static_cast<size_t>(b)] = kernels::e4m3fn_to_float(static_cast<uint8_t>(b));
+  return t;
+}
+
+// Reads one sample's datasets and lays out what the format writes. Its buffers grow to the
+// largest sample seen and are reused: memory is bounded by one sample per thread.
+class SampleExporter {
+ public:
+  SampleExporter(const ExportOptions& o, const io::ShardDescription& d, const std::vector<int64_t>& stored)
+      : o_(o), d_(d), stored_(stored), final_(final_needed(o.format, d.final_mode).dataset), table_(e4m3_table()) {}
+
+  // Returns the bytes written.
+  uint64_t write(int fd, const io::StoredSample& s, const std::string& where, std::string* rows_jsonl) {
+    const std::string sw = fmt::format("{} sample {:08d}", where, s.index);
+    const int64_t T = s.tokens, K = static_cast<int64_t>(d_.layer_ids.size()), H = d_.hidden_size;
+    const io::StoredDataset& hs = need(s, "hidden_states", {uint64_t(T), uint64_t(K), uint64_t(H)}, sw);
+    const io::StoredDataset& fin = need(s, final_, {uint64_t(T), uint64_t(H)}, sw);
+    read_ints(fd, need(s, "input_ids", {uint64_t(T)}, sw), ids_, sw);
+    read_ints(fd, need(s, "loss_mask", {uint64_t(T)}, sw), mask_, sw);
+    states_.resize(static_cast<size_t>(T * K * H));
+    final_rows_.resize(static_cast<size_t>(T * H));
+    to_bf16(fd, s, hs, states_.data(), sw);
+    to_bf16(fd, s, fin, final_rows_.data(), sw);
+    bytes_read_ += hs.bytes + fin.bytes + static_cast<uint64_t>(T) * 5;
+
+    using io::TensorElement;
+    const io::TensorRef input_ids{"input_ids", TensorElement::I64, {T}, ids_.data()};
+    const io::TensorRef loss_mask{"loss_mask", TensorElement::I64, {T}, mask_.data()};
+    fs::path path;
+    switch (o_.format) {
+      case ExportFormat::Speculators: {
+        // [T, K + 1, H]: each token's captures, then its pre-norm final state.
+        spec_.resize(static_cast<size_t>(T * (K + 1) * H));
+        for (int64_t t = 0; t < T; ++t) {
+          std::memcpy(&spec_[static_cast<size_t>(t * (K + 1) * H)], &states_[static_cast<size_t>(t * K * H)],
+                      static_cast<size_t>(K * H) * 2);
+          std::memcpy(&spec_[static_cast<size_t>((t * (K + 1) + K) * H)], &final_rows_[static_cast<size_t>(t * H)],
+                      static_cast<size_t>(H) * 2);
+        }
+        const auto row = static_cast<int64_t>(std::lower_bound(stored_.begin(), stored_.end(), s.index) - stored_.begin());
+        path = o_.dest / speculators_file(row);
+        // The widest element first, so that both tensors start 8-byte aligned.
+        io::write_safetensors(path,
+                              {{"token_ids", TensorElement::I64, {T}, ids_.data()},
+                               {"hidden_states", TensorElement::BF16, {T, K + 1, H}, spec_.data()}},
+                              {{"format", "pt"}});
+        append_row(*rows_jsonl, T);
+        break;
+      }
+      case ExportFormat::SpecForge: {
+        path = o_.dest / specforge_file(s.index);
+        fs::create_directories(path.parent_path());
+        io::write_torch_dict(path, {{"input_ids", input_ids},
+                                    {"loss_mask", loss_mask},
+                                    {"aux_hidden_state", io::TensorRef{"", TensorElement::BF16, {1, T, K * H}, states_.data()}},
+                                    {"hidden_state", io::TensorRef{"", TensorElement::BF16, {1, T, H}, final_rows_.data()}}});
+        break;
+      }
+      case ExportFormat::ModelOpt: {
+        const std::string stem = modelopt_file_stem(s.index, s.id ? &*s.id : nullptr);
+        path = o_.dest / (stem + ".pt");
+        io::write_torch_dict(path, {{"input_ids", input_ids},
+                                    {"hidden_states", io::TensorRef{"", TensorElement::BF16, {T, H}, final_rows_.data()}},
+                                    {"aux_hidden_states", io::TensorRef{"", TensorElement::BF16, {T, K * H}, states_.data()}},
+                                    {"loss_mask", loss_mask},
+                                    {"conversation_id", s.id ? *s.id : fmt::format("{:08d}", s.index)}});
+        break;
+      }
+    }
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    return ec ? 0 : size;
+  }
+
+  uint64_t bytes_read() const { return bytes_read_; }
+
+ private:
+  static const io::StoredDataset& need(const io::StoredSample& s, const std::string& name,
+                                       const std::vector<uint64_t>& dims, const std::string& sw) {
+    const io::StoredDataset* d = s.find(name);
+    E3_REQUIRE(d != nullptr, ErrorKind::Verify, "{}: no {}", sw, name);
+    E3_REQUIRE(d->dims == dims, ErrorKind::Verify, "{}: {} has shape [{}], expected [{}]", sw, name,
+               fmt::join(d->dims, ", "), fmt::join(dims, ", "));
+    return *d;
+  }
+
+  void read_ints(int fd, const io::StoredDataset& d, std::vector<int64_t>& out, const std::string& sw) {
+    raw_.resize(d.bytes);
+    io::read_stored_bytes(fd, d, raw_.data(), sw);
+    out.resize(d.dims[0]);
+    if (d.element == io::StoredElement::I32) {
+      for (size_t i = 0; i < out.size(); ++i) {
+        int32_t v;
+        std::memcpy(&v, raw_.data() + 4 * i, 4);
+        out[i] = v;
+      }
+    } else {
+      E3_REQUIRE(d.element == io::StoredElement::U8, ErrorKind::Verify, "{}: {} is not int32 or uint8", sw, d.name);
+      for (size_t i = 0; i < out.size(); ++i) out[i] = raw_[i];
+    }
+  }
+
+  // The stored states as bf16 bits, rounded to nearest even from fp16/fp32/fp8 (fp8: the code's
+  // value times its row's scale, in float32, as the README defines it).
+  void to_bf16(int fd, const io::StoredSample& s, const io::StoredDataset& d, uint16_t* dst, const std::string& sw) {
+    const size_t n = d.bytes / io::stored_element_bytes(d.element);
+    if (d.element == io::StoredElement::BF16) {
+      io::read_stored_bytes(fd, d, dst, sw);  // straight into place
+      return;
+    }
+    raw_.resize(d.bytes);
+    io::read_stored_bytes(fd, d, raw_.data(), sw);
+    switch (d.element) {
+      case io::StoredElement::F32:
+        for (size_t i = 0; i < n; ++i) {
+          float v;
+          std::memcpy(&v, raw_.data() + 4 * i, 4);
+          dst[i] = kernels::float_to_bf16(v);
+        }
+        return;
+      case io::StoredElement::F16:
+        for (size_t i = 0; i < n; ++i) {
+          uint16_t h;
+          std::memcpy(&h, raw_.data() + 2 * i, 2);
+          dst[i] = kernels::float_to_bf16(io::fp16_bits_to_float(h));
+        }
+        return;
+      case io::StoredElement::FP8: {
+        const io::StoredDataset& scale = need(s, d.name + "_scale", {d.dims.begin(), d.dims.end() - 1}, sw);
+        scales_.resize(scale.bytes / 4);
+        io::read_stored_bytes(fd, scale, scales_.data(), sw);
+        const size_t H = d.dims.back();
+        for (size_t r = 0; r < scales_.size(); ++r)
+          for (size_t h = 0; h < H; ++h)
+            dst[r * H + h] = kernels::float_to_bf16(table_[raw_[r * H + h]] * scales_[r]);
+        return;
+      }
+      default: E3_THROW(ErrorKind::Verify, "{}: {} is not stored as states", sw, d.name);
+    }
+  }
+
+  void append_row(std::string& out, int64_t T) const {
+    out += "{\"input_ids\":[";
+    for (size_t i = 0; i < ids_.size(); ++i) fmt::format_to(std::back_inserter(out), "{}{}", i ? "," : "", ids_[i]);
+    out += "],\"loss_mask\":[";
+    for (size_t i = 0; i < mask_.size(); ++i) out += i ? (mask_[i] ? ",1" : ",0") : (mask_[i] ? "1" : "0");
+    fmt::format_to(std::back_inserter(out), "],\"seq_len\":{}}}\n", T);
+  }
+
+  const ExportOptions& o_;
+  const io::ShardDescription& d_;
+  const std::vector<int64_t>& stored_;
+  const std::string final_;  // the dataset of the final state this format trains on
+  const std::array<float, 256> table_;
+  std::vector<uint8_t> raw_;
+  std::vector<float> scales_;
+  std::vector<int64_t> ids_, mask_;
+  std::vector<uint16_t> states_, final_rows_, spec_;
+  uint64_t bytes_read_ = 0;
+};
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// Makes what was written so far durable before a shard is marked done, so that a resume after
+// a crash never trusts files the page cache had not yet written.
+void sync_file_system(const fs::path& dir) {
+  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  E3_REQUIRE(fd.get() >= 0 && ::syncfs(fd.get()) == 0, ErrorKind::Output, "syncing {}: {}", dir.string(),
+             std::strerror(errno));
+}
+
+}  // namespace
+
+ExportFormat parse_export_format(const std::string& name) {
+  if (name == "speculators") return ExportFormat::Speculators;
+  if (name == "specforge") return ExportFormat::SpecForge;
+  if (name == "modelopt") return ExportFormat::ModelOpt;
+  E3_THROW(ErrorKind::Usage, "export --format must be speculators, specforge or modelopt, not '{}'", name);
+}
+
+const char* export_format_name(ExportFormat f) {
+  switch (f) {
+    case ExportFormat::Speculators: return "speculators";
+    case ExportFormat::SpecForge: return "specforge";
+    case ExportFormat::ModelOpt: return "modelopt";
+  }
+  return "?";
+}
+
+std::string modelopt_file_stem(int64_t index, const std::string* id) {
+  if (!id || id->empty()) return fmt::format("{:08d}", index);
+  std::string out;
+  for (unsigned char c : *id) {
+    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    if (keep) out += static_cast<char>(c);
+    else fmt::format_to(std::back_inserter(out), "%{:02X}", c);
+  }
+  // "%3" never comes out of the loop above (digits are kept), so this name is no other id's.
+  if (out.size() == 8 && std::all_of(out.begin(), out.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    out = fmt::format("%{:02X}{}", static_cast<unsigned char>(out[0]), out.substr(1));
+  constexpr size_t kMaxStem = 200;  // file systems allow 255 bytes, with ".pt" and a temporary suffix
+  if (out.size() > kMaxStem) {
+    size_t cut = 180;  // not inside a %HH
+    if (out[cut - 1] == '%') cut -= 1;
+    else if (out[cut - 2] == '%') cut -= 2;
+    ContentHash h;
+    h.update(id->data(), id->size());
+    out = out.substr(0, cut) + "~" + h.hex().substr(0, 16);  // '~' is escaped above: no short name has it
+  }
+  return out;
+}
+
+std::string speculators_file(int64_t row) { return fmt::format("hidden_states/hs_{}.safetensors", row); }
+
+std::string specforge_file(int64_t index) {
+  const int64_t g = index / kSpecForgeGroup * kSpecForgeGroup;
+  return fmt::format("rows_{}-{}/data_{}.ckpt", g, g + kSpecForgeGroup, index);
+}
+
+bool prepare_export(const ExportOptions& o) {
+  const Source s = load_source(o.src);
+  check_conventions(o.format, s, o.src);
+  const nlohmann::json identity = export_identity(o.format, s.manifests.front());
+  std::error_code ec;
+  const fs::path src = fs::weakly_canonical(o.src, ec), dest = fs::weakly_canonical(o.dest, ec);
+  const auto [a, b] = std::mismatch(src.begin(), src.end(), dest.begin(), dest.end());
+  E3_REQUIRE(a != src.end(), ErrorKind::Usage, "export: DEST {} is inside SRC {}: give a directory outside it",
+             o.dest.string(), o.src.string());
+  fs::create_directories(o.dest, ec);
+  E3_REQUIRE(!ec && fs::is_directory(o.dest), ErrorKind::Output, "export: cannot create {}: {}", o.dest.string(),
+             ec.message());
+  if (fs::exists(o.dest / kDoneFile)) {
+    nlohmann::json done = read_json_file(o.dest / kDoneFile);
+    for (const auto& [key, value] : identity.items())
+      E3_REQUIRE(done.contains(key) && done[key] == value, ErrorKind::Output,
+                 "export: {} already holds an export of other data or in another format ({} differs): give a new DEST",
+                 o.dest.string(), key);
+    return true;
+  }
+  const fs::path state = o.dest / kStateDir / kStateFile;
+  if (fs::exists(state)) {
+    nlohmann::json was = read_json_file(state);
+    E3_REQUIRE(was == identity, ErrorKind::Output,
+               "export: {} holds an unfinished export of other data or in another format: give a new DEST, or "
+               "remove it",
+               o.dest.string());
+    // Temporary files of the interrupted run are named PATH.tmp.<pid>: no trainer reads them,
+    // but they are not ours to leave behind.
+    for (auto it = fs::recursive_directory_iterator(o.dest); it != fs::recursive_directory_iterator(); ++it)
+      if (it->is_regular_file() && it->path().filename().string().find(".tmp.") != std::string::npos)
+        fs::remove(it->path(), ec);
+    spdlog::info("export: resuming the export into {}", o.dest.string());
+  } else {
+    E3_REQUIRE(fs::directory_iterator(o.dest) == fs::directory_iterator(), ErrorKind::Output,
+               "export: {} is not empty: give a new or empty directory (a trainer would read what else lies there)",
+               o.dest.string());
+    fs::create_directories(o.dest / kStateDir);
+    write_json_file(state, identity);
+  }
+  if (o.format == ExportFormat::Speculators) fs::create_directories(o.dest / "hidden_states");
+  return false;
+}
+
+ExportReport export_shards(const ExportOptions& o, const std::function<void(const ExportProgress&)>& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  const Source s = load_source(o.src);
+  ExportReport report;
+  if (!o.skip_verify) {
+    // The same share as below: each shard is read by the process that exports it.
+    io::VerifyOptions v;
+    v.threads = o.threads;
+    v.rank = o.rank;
+    v.ranks = o.ranks;
+    const io::VerifyReport r = io::verify_output(o.src, v);
+    io::require_complete(r, o.src);
+    report.bytes_read += r.bytes_read;
+  }
+  std::vector<const io::CommittedShard*> todo;
+  for (const io::CommittedShard& c : s.shards) {
+    if (c.shard_index % o.ranks != o.rank) continue;
+    ++report.shards;
+    if (fs::exists(done_marker(o.dest, c.shard_index))) ++report.shards_resumed;
+    else todo.push_back(&c);
+  }
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const size_t threads = std::max<size_t>(1, std::min(o.threads > 0 ? static_cast<size_t>(o.threads) : cores, todo.size()));
+  std::mutex hdf5;  // HDF5 is built without thread safety
+  std::atomic<size_t> next{0};
+  std::atomic<int64_t> shards_done{0}, samples{0}, files{0};
+  std::atomic<uint64_t> written{0}, read{0};
+  std::vector<std::exception_ptr> errors(threads);
+  std::atomic<bool> failed{false};
+  auto work = [&](size_t t) {
+    try {
+      SampleExporter exporter(o, s.description, s.stored);
+      for (size_t i; !failed && (i = next++) < todo.size();) {
+        const io::CommittedShard& c = *todo[i];
+        const fs::path path = o.src / c.file;
+        io::ShardLayout layout;
+        {
+          std::lock_guard<std::mutex> lock(hdf5);
+          layout = io::read_shard_layout(path);
+        }
+        E3_REQUIRE(layout.description.run_fingerprint == s.description.run_fingerprint, ErrorKind::Verify,
+                   "{}: from another run than the first shard", path.string());
+        Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+        E3_REQUIRE(fd.get() >= 0, ErrorKind::Verify, "{}: {}", path.string(), std::strerror(errno));
+        std::string rows;
+        for (const io::StoredSample& sample : layout.samples) {
+          if (failed) return;
+          written += exporter.write(fd.get(), sample, path.string(), &rows);
+          ++samples;
+          ++files;
+        }
+        if (o.format == ExportFormat::Speculators) {
+          io::TempFile fragment(rows_fragment(o.dest, c.shard_index));
+          fragment.write(rows.data(), rows.size());
+          fragment.commit();
+        }
+        sync_file_system(o.dest);
+        io::TempFile(done_marker(o.dest, c.shard_index)).commit();
+        ++shards_done;
+      }
+      read += exporter.bytes_read();
+    } catch (...) {
+      errors[t] = std::current_exception();
+      failed = true;
+    }
+  };
+  std::mutex m;
+  std::condition_variable cv;
+  bool finished = false;
+  std::thread reporter;
+  if (progress)
+    reporter = std::thread([&] {
+      std::unique_lock<std::mutex> lock(m);
+      while (!cv.wait_for(lock, std::chrono::duration<double>(o.progress_interval_s), [&] { return finished; }))
+        progress({shards_done, static_cast<int64_t>(todo.size()), samples, written, elapsed()});
+    });
+  {
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; ++t) pool.emplace_back(work, t);
+    work(0);
+    for (std::thread& th : pool) th.join();
+  }
+  if (reporter.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      finished = true;
+    }
+    cv.notify_all();
+    reporter.join();
+  }
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  report.samples = samples;
+  report.files = files;
+  report.bytes_written = written;
+  report.bytes_read += read;
+  report.seconds = elapsed();
+  return report;
+}
+
+void finish_export(const ExportOptions& o) {
+  const Source s = load_source(o.src);
+  for (const io::CommittedShard& c : s.shards)
+    E3_REQUIRE(fs::exists(done_marker(o.dest, c.shard_index)), ErrorKind::Output,
+               "export: {} of {} is not exported (a rank failed?): rerun the same command to finish", c.file,
+               o.src.string());
+  if (o.format == ExportFormat::Speculators) {
+    // The rows in sample order: shards hold consecutive samples, so shard order is row order.
+    io::TempFile rows(o.dest / "data.jsonl");
+    std::vector<char> buf;
+    for (const io::CommittedShard& c : s.shards) {
+      const fs::path part = rows_fragment(o.dest, c.shard_index);
+      std::ifstream in(part, std::ios::binary);
+      E3_REQUIRE(in.good(), ErrorKind::Output, "export: cannot read {}", part.string());
+      buf.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      rows.write(buf.data(), buf.size());
+    }
+    rows.commit();
+  }
+  nlohmann::json done = export_identity(o.format, s.manifests.front());
+  const FinalNeed need = final_needed(o.format, s.description.final_mode);
+  done["source"] = fs::weakly_canonical(o.src).string();
+  done["samples"] = s.stored.size();
+  done["layer_ids"] = s.description.layer_ids;
+  done["final"] = need.norm;
+  done["final_dataset"] = need.dataset;
+  done["model"] = s.description.model_path;
+  done["model_type"] = s.description.model_type;
+  done["num_hidden_layers"] = s.description.num_hidden_layers;
+  done["hidden_size"] = s.description.hidden_size;
+  done["source_dtype"] = s.description.dtype;
+  done["dtype"] = "bf16";
+  write_json_file(o.dest / kDoneFile, done);
+  std::error_code ec;
+  fs::remove_all(o.dest / kStateDir, ec);
+}
+
+}  // namespace e3::jobs

@@ -1,0 +1,65 @@
+// `eagle3_extract export --format speculators|specforge|modelopt SRC DEST`: an output directory
+// rewritten as the per-sample files a trainer reads (docs/TRAINERS.md), streaming one sample at a
+// time, shards in parallel, after the same checks as `verify`.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace e3::jobs {
+
+enum class ExportFormat { Speculators, SpecForge, ModelOpt };
+ExportFormat parse_export_format(const std::string& name);  // usage error naming the three
+const char* export_format_name(ExportFormat f);
+
+struct ExportOptions {
+  ExportFormat format = ExportFormat::Speculators;
+  std::filesystem::path src, dest;
+  int threads = 0;           // shards exported at once; 0: the cores of this machine
+  bool skip_verify = false;  // --skip-verify: SRC was just verified, do not read it twice
+  // Under MPI each process exports the shards whose index % ranks == rank; rank 0 prepares
+  // DEST before the others start (prepare_export) and finishes it after all are done.
+  int rank = 0, ranks = 1;
+  double progress_interval_s = 5;
+};
+
+struct ExportProgress {
+  int64_t shards_done = 0, shards_total = 0;  // of this process's share
+  int64_t samples_done = 0;
+  uint64_t bytes_written = 0;
+  double seconds = 0;
+};
+
+struct ExportReport {
+  int64_t shards = 0, shards_resumed = 0;  // this process's share; resumed: done by an earlier run
+  int64_t samples = 0, files = 0;
+  uint64_t bytes_written = 0, bytes_read = 0;
+  double seconds = 0;
+  bool nothing_to_do = false;  // DEST already holds the whole export
+};
+
+// The name of the ModelOpt file of a sample: its id made safe, or its index as 8 digits when it
+// has none. Bytes other than [A-Za-z0-9_-] become %HH, so a name never leaves DEST (no `/`,
+// no `..`, no control byte) and two ids never share one; an id of 8 digits gets its first digit
+// escaped, so that it cannot take the name of the sample with that index and no id. Names
+// past 200 bytes are cut and end in "~" and a hash of the whole id.
+std::string modelopt_file_stem(int64_t index, const std::string* id);
+// DEST-relative paths: "hidden_states/hs_{row}.safetensors", "rows_{g}-{g+2000}/data_{i}.ckpt".
+std::string speculators_file(int64_t row);
+std::string specforge_file(int64_t index);
+
+// Rank 0, before any rank exports: checks SRC against what the format needs (refusing, with
+// the rerun to make, what no trainer can use), checks or creates DEST's export state (a
+// DEST of another export, or not empty, is refused), and says whether the export is already
+// complete. Throws usage errors for what the user asked wrong, output errors for DEST.
+bool prepare_export(const ExportOptions& o);
+// Every rank: exports its share of the shards not done by an earlier run.
+ExportReport export_shards(const ExportOptions& o, const std::function<void(const ExportProgress&)>& progress = {});
+// Rank 0, after every rank's share is done: speculators' data.jsonl (the rows in order),
+// export.json (what was exported from what), and the export state removed.
+void finish_export(const ExportOptions& o);
+
+}  // namespace e3::jobs

@@ -1,0 +1,160 @@
+#include "io/tensor_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "kernels/error.h"
+
+namespace e3::io {
+
+namespace {
+
+// Pieces below this size are gathered; above it the copy into the buffer would cost more
+// than the system call it saves.
+constexpr size_t kGatherBelow = 64 * 1024;
+// One write() call moves at most this much: Linux caps a call near 2 GiB anyway, and a
+// bounded call keeps a signal's EINTR retry cheap.
+constexpr size_t kMaxWriteCall = size_t{1} << 30;
+
+}  // namespace
+
+size_t element_size(TensorElement element) {
+  switch (element) {
+    case TensorElement::BF16:
+    case TensorElement::F16:
+      return 2;
+    case TensorElement::F32:
+    case TensorElement::I32:
+      return 4;
+    case TensorElement::I64:
+      return 8;
+    case TensorElement::U8:
+    case TensorElement::Bool:
+      return 1;
+  }
+  E3_THROW(ErrorKind::Internal, "unknown tensor element {}", static_cast<int>(element));
+}
+
+const char* safetensors_dtype(TensorElement element) {
+  switch (element) {
+    case TensorElement::BF16: return "BF16";
+    case TensorElement::F16: return "F16";
+    case TensorElement::F32: return "F32";
+    case TensorElement::I64: return "I64";
+    case TensorElement::I32: return "I32";
+    case TensorElement::U8: return "U8";
+    case TensorElement::Bool: return "BOOL";
+  }
+  E3_THROW(ErrorKind::Internal, "unknown tensor element {}", static_cast<int>(element));
+}
+
+uint64_t tensor_bytes(const TensorRef& tensor, const std::filesystem::path& where) {
+  uint64_t bytes = element_size(tensor.element);
+  for (const int64_t dim : tensor.shape) {
+    E3_REQUIRE(dim >= 0, ErrorKind::Internal, "{}: tensor '{}' has a negative dimension {}", where.string(),
+               tensor.name, dim);
+    E3_REQUIRE(dim == 0 || bytes <= (uint64_t{1} << 62) / static_cast<uint64_t>(dim), ErrorKind::Internal,
+               "{}: tensor '{}' is too large", where.string(), tensor.name);
+    bytes *= static_cast<uint64_t>(dim);
+  }
+  E3_REQUIRE(bytes == 0 || tensor.data != nullptr, ErrorKind::Internal, "{}: tensor '{}' has no data",
+             where.string(), tensor.name);
+  return bytes;
+}
+
+TempFile::TempFile(const std::filesystem::path& final_path)
+    : final_path_(final_path), temp_path_(final_path.string() + fmt::format(".tmp.{}", ::getpid())) {
+  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail("cannot create", errno);
+  pending_.reserve(2 * kGatherBelow);
+}
+
+TempFile::TempFile(TempFile&& other) noexcept
+    : final_path_(std::move(other.final_path_)),
+      temp_path_(std::move(other.temp_path_)),
+      fd_(std::exchange(other.fd_, -1)),
+      size_(other.size_),
+      pending_(std::move(other.pending_)),
+      committed_(std::exchange(other.committed_, true)) {}
+
+TempFile::~TempFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(temp_path_.c_str());
+}
+
+void TempFile::fail(const char* what, int err) {
+  E3_THROW(ErrorKind::Output, "{} {} (writing {}): {}", what, temp_path_.string(), final_path_.string(),
+           std::strerror(err));
+}
+
+void TempFile::write_fd(const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  while (n > 0) {
+    const ssize_t done = ::write(fd_, p, std::min(n, kMaxWriteCall));
+    if (done < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot write", errno);
+    }
+    if (done == 0) fail("cannot write", EIO);
+    p += done;
+    n -= static_cast<size_t>(done);
+  }
+}
+
+void TempFile::flush() {
+  if (pending_.empty()) return;
+  write_fd(pending_.data(), pending_.size());
+  pending_.clear();
+}
+
+void TempFile::write(const void* data, size_t n) {
+  if (n < kGatherBelow) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    pending_.insert(pending_.end(), p, p + n);
+    if (pending_.size() >= kGatherBelow) flush();
+  } else {
+    flush();
+    write_fd(data, n);
+  }
+  size_ += n;
+}
+
+void TempFile::write_at(uint64_t offset, const void* data, size_t n) {
+  E3_REQUIRE(offset + n <= size_, ErrorKind::Internal, "{}: patch past the end", temp_path_.string());
+  const uint64_t pending_start = size_ - pending_.size();
+  if (offset >= pending_start) {
+    std::memcpy(pending_.data() + (offset - pending_start), data, n);
+    return;
+  }
+  flush();
+  const auto* p = static_cast<const unsigned char*>(data);
+  while (n > 0) {
+    const ssize_t done = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
+    if (done < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot write", errno);
+    }
+    if (done == 0) fail("cannot write", EIO);
+    p += done;
+    offset += static_cast<uint64_t>(done);
+    n -= static_cast<size_t>(done);
+  }
+}
+
+void TempFile::commit() {
+  flush();
+  // close() reports errors that a network file system defers until then.
+  const int fd = std::exchange(fd_, -1);
+  if (::close(fd) != 0) fail("cannot close", errno);
+  if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) fail("cannot rename", errno);
+  committed_ = true;
+}
+
+}  // namespace e3::io

@@ -1,0 +1,69 @@
+// What the exporters' file writers (safetensors, torch.save) take: borrowed tensors, and the
+// temporary file both publish by renaming. The writers never copy tensor data; they write it
+// from the caller's buffer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace e3::io {
+
+enum class TensorElement { BF16, F16, F32, I64, I32, U8, Bool };
+
+struct TensorRef {                 // borrowed: the writer never copies the data
+  std::string name;
+  TensorElement element;
+  std::vector<int64_t> shape;
+  const void* data;                // little-endian, C order, product(shape) * element size bytes
+};
+
+size_t element_size(TensorElement element);
+// safetensors' dtype name: "BF16", "F16", "F32", "I64", "I32", "U8", "BOOL".
+const char* safetensors_dtype(TensorElement element);
+
+// product(shape) * element size. Throws ErrorKind::Internal (a caller's bug) on a negative
+// dimension, a size that overflows, or null data with a non-zero size; `where` names the file.
+uint64_t tensor_bytes(const TensorRef& tensor, const std::filesystem::path& where);
+
+// A file written under PATH.tmp.<pid> and renamed to PATH by commit(); destroying it
+// uncommitted removes the temporary file, so a failed write leaves nothing behind. Every
+// failure throws ErrorKind::Output naming PATH.
+class TempFile {
+ public:
+  explicit TempFile(const std::filesystem::path& final_path);
+  ~TempFile();
+  TempFile(TempFile&& other) noexcept;
+  TempFile& operator=(TempFile&&) = delete;
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  // Appends `n` bytes. Small pieces (headers) gather in a buffer; large ones go to write()
+  // straight from `data`, after the buffer.
+  void write(const void* data, size_t n);
+  // Overwrites `n` bytes at `offset`, already appended.
+  void write_at(uint64_t offset, const void* data, size_t n);
+  // Bytes appended so far.
+  uint64_t size() const { return size_; }
+  // Closes (reporting a deferred write error) and renames to the final path.
+  void commit();
+
+  const std::filesystem::path& final_path() const { return final_path_; }
+  const std::filesystem::path& temp_path() const { return temp_path_; }
+
+ private:
+  [[noreturn]] void fail(const char* what, int err);
+  void flush();
+  void write_fd(const void* data, size_t n);
+
+  std::filesystem::path final_path_;
+  std::filesystem::path temp_path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  std::vector<unsigned char> pending_;  // the last size_ - pending_.size() .. size_ bytes
+  bool committed_ = false;
+};
+
+}  // namespace e3::io

@@ -1,0 +1,29 @@
+// Writes what `torch.save(dict, PATH)` writes, without torch: the SpecForge (.ckpt) and
+// ModelOpt (.pt) trainers read their samples with torch.load.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "io/tensor_file.h"
+
+namespace e3::io {
+
+// A value of a torch.save dict: a tensor, a string or an integer.
+using TorchValue = std::variant<TensorRef, std::string, int64_t>;
+
+// What `torch.save({key: value, ...}, PATH)` writes (the zip "new" format, pickle protocol 2),
+// loadable by torch.load on torch 1.13 through current 2.x, including weights_only=True and
+// mmap=True (each tensor record starts at a multiple of 64 bytes, as torch's own). Keys keep
+// the given order; a TensorRef's name is not used (the key names it). Written as
+// PATH.tmp.<pid>, closed and renamed to PATH. Throws ErrorKind::Output naming PATH on any
+// failure, including a file that would reach 4 GiB (see the .cpp), ErrorKind::Internal on a
+// caller's bug (duplicate key, bad shape, null data).
+void write_torch_dict(const std::filesystem::path& path,
+                      const std::vector<std::pair<std::string, TorchValue>>& entries);
+
+}  // namespace e3::io

@@ -82,7 +82,7 @@ ShardLayout read_shard_layout(const std::filesystem::path& path) {
              "{}: not an eagle3_extract shard", where);
   ShardLayout out;
   ShardDescription& d = out.description;
-  d.layer_ids = read_attr_ints(f, "hidden_states_hf_index").value_or(read_attr_ints(f, "layer_ids").value_or({}));
+  d.layer_ids = read_attr_ints(f, "hidden_states_hf_index").value_or(read_attr_ints(f, "layer_ids").value_or(std::vector<int32_t>{}));
   d.final_mode = read_attr_string(f, "final").value_or("");
   d.dtype = read_attr_string(f, "dtype").value_or("");
   d.model_type = read_attr_string(f, "model_type").value_or("");

@@ -364,7 +364,9 @@ std::string modelopt_file_stem(int64_t index, const std::string* id) {
   if (!id || id->empty()) return fmt::format("{:08d}", index);
   std::string out;
   for (unsigned char c : *id) {
-    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    // A leading '.' would hide the file; '/' and control bytes never pass.
+    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                      c == '-' || (c == '.' && !out.empty());
     if (keep) out += static_cast<char>(c);
     else fmt::format_to(std::back_inserter(out), "%{:02X}", c);
   }

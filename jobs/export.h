@@ -42,10 +42,10 @@ struct ExportReport {
 };
 
 // The name of the ModelOpt file of a sample: its id made safe, or its index as 8 digits when it
-// has none. Bytes other than [A-Za-z0-9_-] become %HH, so a name never leaves DEST (no `/`,
-// no `..`, no control byte) and two ids never share one; an id of 8 digits gets its first digit
-// escaped, so that it cannot take the name of the sample with that index and no id. Names
-// past 200 bytes are cut and end in "~" and a hash of the whole id.
+// has none. Bytes other than [A-Za-z0-9._-] (and a leading '.') become %HH, so a name never
+// leaves DEST (no `/`, no control byte, never `.` or `..`) and two ids never share one; an id of
+// 8 digits gets its first digit escaped, so that it cannot take the name of the sample with
+// that index and no id. Names past 200 bytes are cut and end in "~" and a hash of the whole id.
 std::string modelopt_file_stem(int64_t index, const std::string* id);
 // DEST-relative paths: "hidden_states/hs_{row}.safetensors", "rows_{g}-{g+2000}/data_{i}.ckpt".
 std::string speculators_file(int64_t row);

@@ -160,7 +160,7 @@ def check_speculators(src, dest, problems):
             compare_state(problems, where, f"hidden_states[:, {k}]", got[:, k], sample.captures[:, k], sample)
         compare_state(problems, where, "hidden_states[:, 3] (pre-norm final)", got[:, 3], sample.prenorm, sample)
         if i < len(reader):
-            view = reader[i]
+            view = reader.view(i, raw)
             if view is None:
                 problems.add(f"{where}: the trainer drops it: {reader.dropped[-1][1]}")
             elif tuple(view["hidden_states"].shape) != (T, 3 * H):
@@ -286,9 +286,9 @@ def check_modelopt(src, dest, problems):
             problems.add(f"{path}: conversation_id is a {type(cid).__name__}, not a str")
             continue
         if cid in by_cid:
-            problems.add(f"{path}: conversation_id {cid!r} is also in {by_cid[cid][0]}")
+            problems.add(f"{path}: conversation_id {cid!r} is also in {by_cid[cid]}")
             continue
-        by_cid[cid] = (path, raw)
+        by_cid[cid] = path  # the tensors are read again per sample: one sample in memory
     # Natural names claimed by two samples (an id equal to another sample's index name) cannot
     # both be kept; only uniqueness is required of those.
     natural = {index: natural_name(index, sample_id) for index, sample_id in src.ids()}
@@ -297,11 +297,11 @@ def check_modelopt(src, dest, problems):
         counts[name] = counts.get(name, 0) + 1
     for sample in src:
         cid = sample.id if sample.id is not None else f"{sample.index:08d}"
-        entry = by_cid.pop(cid, None)
-        if entry is None:
+        path = by_cid.pop(cid, None)
+        if path is None:
             problems.add(f"{dest}: no .pt with conversation_id {cid!r} (SRC sample {sample.index})")
             continue
-        path, raw = entry
+        raw = torch.load(path, weights_only=True)
         where = f"{path} (SRC sample {sample.index})"
         want_name = natural[sample.index]
         if want_name is not None and counts[want_name] == 1 and os.path.basename(path) != want_name:
@@ -325,7 +325,7 @@ def check_modelopt(src, dest, problems):
                           sample)
         compare_state(problems, where, "hidden_states (post-norm final)", bits(raw["hidden_states"]), sample.postnorm,
                       sample)
-    for cid, (path, _) in sorted(by_cid.items()):
+    for cid, path in sorted(by_cid.items()):
         problems.add(f"{path}: conversation_id {cid!r} is no SRC sample")
     return len(src)
 

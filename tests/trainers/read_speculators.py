@@ -84,7 +84,10 @@ class SpeculatorsReader:
         return safetensors_io.load(path)
 
     def __getitem__(self, i):
-        loaded = self.raw(i)
+        return self.view(i, self.raw(i))
+
+    def view(self, i, loaded):
+        """The sample the trainer builds from row i and its loaded file, or None when it drops it."""
         for key in ("hidden_states", "token_ids"):
             if key not in loaded:
                 raise ReaderError(f"{self.file_of(i)}: no tensor {key!r}")
@@ -105,8 +108,8 @@ def main(argv):
     try:
         reader = SpeculatorsReader(argv[1])
         loaded = sum(reader[i] is not None for i in range(len(reader)))
-    except (ReaderError, safetensors_io.FormatError, OSError) as e:
-        print(f"read_speculators: {e}", file=sys.stderr)
+    except Exception as e:  # one line, whatever failed
+        print(f"read_speculators: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     for i, why in reader.dropped:
         print(f"read_speculators: row {i} dropped: {why}", file=sys.stderr)

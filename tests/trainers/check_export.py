@@ -1,0 +1,361 @@
+#!/usr/bin/python3
+"""Compare an export against the eagle3_extract output it was made from, bit for bit.
+
+Usage: check_export.py --format speculators|specforge|modelopt SRC_H5_DIR DEST_DIR
+
+Every sample stored in SRC (in /samples of the shards the manifests list) must be in DEST
+exactly once, read back through the reader written from that trainer's own loading code, with
+the keys, dtypes and shapes the trainer expects and the states equal to SRC's as bf16 bits:
+bf16 stored bits as they are; fp16, fp32 and fp8 (e4m3fn code * scale in float32) rounded to
+bf16 to nearest, ties to even. speculators takes the pre-norm final state, SpecForge and
+ModelOpt the post-norm one; a SRC without it is refused. Exit 0 when all holds; otherwise one
+line per problem (at most 20 shown) and exit 1.
+"""
+
+import argparse
+import os
+import re
+import sys
+
+import numpy as np
+import torch
+
+import h5source
+import read_modelopt
+import read_specforge
+import read_speculators
+import safetensors_io
+
+MAX_SHOWN = 20
+GROUP = 2000  # SpecForge's file_group_size
+
+
+class Problems:
+    def __init__(self):
+        self.lines = []
+
+    def add(self, line):
+        self.lines.append(line)
+
+    def __bool__(self):
+        return bool(self.lines)
+
+    def report(self):
+        for line in self.lines[:MAX_SHOWN]:
+            print(f"check_export: {line}", file=sys.stderr)
+        if len(self.lines) > MAX_SHOWN:
+            print(f"check_export: ... and {len(self.lines) - MAX_SHOWN} more problems", file=sys.stderr)
+
+
+def bits(t):
+    """bf16 tensor -> uint16 numpy bits."""
+    return t.contiguous().view(torch.int16).numpy().view(np.uint16)
+
+
+def first_difference(got, want):
+    """'token t, column c: got X, want Y' for two bf16 bit arrays of one shape."""
+    where = np.argwhere(got != want)[0]
+    g = float(h5source.bf16_bits_to_f32(got[tuple(where)])[0])
+    w = float(h5source.bf16_bits_to_f32(want[tuple(where)])[0])
+    return f"first at {tuple(int(x) for x in where)}: {g!r} (0x{int(got[tuple(where)]):04x}), " \
+           f"want {w!r} (0x{int(want[tuple(where)]):04x}); {int((got != want).sum())} values differ"
+
+
+def compare_state(problems, where, what, got, want, sample):
+    """Report a state that differs, saying which stored state it matches instead if any."""
+    if np.array_equal(got, want):
+        return
+    hint = ""
+    others = [("the post-norm final state", sample.postnorm), ("the pre-norm final state", sample.prenorm)]
+    others += [(f"capture slot {k}", sample.captures[:, k]) for k in range(sample.captures.shape[1])]
+    for name, other in others:
+        if other is not None and other.shape == got.shape and np.array_equal(got, other):
+            hint = f" (it holds {name})"
+            break
+    problems.add(f"{where}: {what} differs from SRC sample {sample.index}{hint}: {first_difference(got, want)}")
+
+
+def check_tensor(problems, where, name, value, dtype, shape):
+    """Type, dtype and shape of one stored value; False when the values cannot be compared."""
+    if not torch.is_tensor(value):
+        problems.add(f"{where}: {name} is a {type(value).__name__}, not a tensor")
+        return False
+    ok = True
+    if value.dtype != dtype:
+        problems.add(f"{where}: {name} has dtype {value.dtype}, expected {dtype}")
+        ok = False
+    if tuple(value.shape) != tuple(shape):
+        problems.add(f"{where}: {name} has shape {list(value.shape)}, expected {list(shape)}")
+        ok = False
+    return ok
+
+
+def check_ints(problems, where, name, value, want):
+    if not np.array_equal(value.numpy() if torch.is_tensor(value) else np.asarray(value), want):
+        problems.add(f"{where}: {name} differs from SRC")
+
+
+def check_keys(problems, where, got, required, optional=()):
+    missing = sorted(set(required) - set(got))
+    extra = sorted(set(got) - set(required) - set(optional))
+    if missing:
+        problems.add(f"{where}: missing key(s) {missing}")
+    if extra:
+        problems.add(f"{where}: unexpected key(s) {extra} (expected {sorted(required)})")
+    return not missing
+
+
+# ---------------------------------------------------------------------------------------------
+
+def check_speculators(src, dest, problems):
+    src.require("pre-norm")
+    H = src.meta.hidden_size
+    try:
+        reader = read_speculators.SpeculatorsReader(dest)
+    except (read_speculators.ReaderError, OSError) as e:
+        problems.add(str(e))
+        return 0
+    n = len(src)
+    if len(reader) != n:
+        problems.add(f"{dest}/data.jsonl: {len(reader)} rows, SRC has {n} samples")
+    try:
+        present = set(os.listdir(reader.hidden_states_path))
+    except OSError as e:
+        problems.add(f"{reader.hidden_states_path}: {e}")
+        return 0
+    expected = {f"hs_{i}.safetensors" for i in range(n)}
+    for name in sorted(present - expected)[:MAX_SHOWN]:
+        problems.add(f"{reader.hidden_states_path}/{name}: not the file of any row 0..{n - 1}")
+    for i, sample in enumerate(src):
+        path = reader.file_of(i)
+        where = f"{path} (row {i})"
+        if f"hs_{i}.safetensors" not in present:
+            problems.add(f"{path}: missing (row {i} = SRC sample {sample.index})")
+            continue
+        T = sample.tokens
+        if i < len(reader):
+            row = reader.rows[i]
+            check_ints(problems, f"{dest}/data.jsonl row {i}", "input_ids", row["input_ids"], sample.input_ids)
+            check_ints(problems, f"{dest}/data.jsonl row {i}", "loss_mask", row["loss_mask"], sample.loss_mask)
+            if row["seq_len"] != T:
+                problems.add(f"{dest}/data.jsonl row {i}: seq_len {row['seq_len']}, SRC sample {sample.index} has {T}")
+        try:
+            dtypes = safetensors_io.dtype_names(path)
+            raw = reader.raw(i)
+        except (safetensors_io.FormatError, read_speculators.ReaderError, OSError) as e:
+            problems.add(str(e))
+            continue
+        if not check_keys(problems, where, raw, ("hidden_states", "token_ids")):
+            continue
+        for name, want in (("hidden_states", "BF16"), ("token_ids", "I64")):
+            if dtypes.get(name) != want:
+                problems.add(f"{where}: {name} is {dtypes.get(name)} in the header, expected {want}")
+        ok = check_tensor(problems, where, "hidden_states", raw["hidden_states"], torch.bfloat16, (T, 4, H))
+        ok &= check_tensor(problems, where, "token_ids", raw["token_ids"], torch.int64, (T,))
+        if not ok:
+            continue
+        check_ints(problems, where, "token_ids", raw["token_ids"], sample.input_ids)
+        got = bits(raw["hidden_states"])
+        for k in range(3):
+            compare_state(problems, where, f"hidden_states[:, {k}]", got[:, k], sample.captures[:, k], sample)
+        compare_state(problems, where, "hidden_states[:, 3] (pre-norm final)", got[:, 3], sample.prenorm, sample)
+        if i < len(reader):
+            view = reader.view(i, raw)
+            if view is None:
+                problems.add(f"{where}: the trainer drops it: {reader.dropped[-1][1]}")
+            elif tuple(view["hidden_states"].shape) != (T, 3 * H):
+                problems.add(f"{where}: the trainer's input is {list(view['hidden_states'].shape)}, not [T, 3H]")
+    return n
+
+
+# ---------------------------------------------------------------------------------------------
+
+SPECFORGE_NAME = re.compile(r"rows_(\d+)-(\d+)/data_(\d+)\.ckpt(\.gz)?")
+
+
+def specforge_numbering(found, ordinals, indices):
+    """Which numbering the data_{i} names use: the export's row (ordinal) or the sample index."""
+    keys = set(found)
+    if keys == set(ordinals):
+        return "ordinal"
+    if keys == set(indices):
+        return "index"
+    return "ordinal" if len(keys & set(ordinals)) >= len(keys & set(indices)) else "index"
+
+
+def check_specforge(src, dest, problems):
+    src.require("post-norm")
+    H = src.meta.hidden_size
+    reader = read_specforge.SpecForgeReader(dest)
+    found = {}
+    for path in reader.files:
+        rel = os.path.relpath(path, os.path.abspath(dest))
+        m = SPECFORGE_NAME.fullmatch(rel)
+        if not m:
+            problems.add(f"{path}: the trainer reads every .ckpt under DEST; this one is not rows_G-G+2000/data_I.ckpt")
+            continue
+        g, g_end, i = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        if g != GROUP * (i // GROUP) or g_end != g + GROUP:
+            problems.add(f"{path}: data_{i} belongs in rows_{GROUP * (i // GROUP)}-{GROUP * (i // GROUP) + GROUP}")
+        if i in found:
+            problems.add(f"{path}: sample {i} is also in {found[i]}: the trainer would train on it twice")
+            continue
+        found[i] = path
+    indices = [idx for idx, _, _ in src.locations]
+    mode = specforge_numbering(found, range(len(src)), indices)
+    for ordinal, sample in enumerate(src):
+        key = ordinal if mode == "ordinal" else sample.index
+        path = found.pop(key, None)
+        if path is None:
+            problems.add(f"{dest}: no data_{key}.ckpt (SRC sample {sample.index})")
+            continue
+        where = f"{path} (SRC sample {sample.index})"
+        try:
+            raw = read_specforge.load_feature_file(path)
+            read_specforge.validate(raw, path)
+        except Exception as e:  # torch.load raises many kinds; each is a broken file here
+            problems.add(f"{where}: {type(e).__name__}: {e}")
+            continue
+        if not check_keys(problems, where, raw, read_specforge.KEYS):
+            continue
+        T = sample.tokens
+        ok = check_tensor(problems, where, "input_ids", raw["input_ids"], torch.int64, (T,))
+        ok &= check_tensor(problems, where, "loss_mask", raw["loss_mask"], torch.int64, (T,))
+        ok &= check_tensor(problems, where, "aux_hidden_state", raw["aux_hidden_state"], torch.bfloat16, (1, T, 3 * H))
+        ok &= check_tensor(problems, where, "hidden_state", raw["hidden_state"], torch.bfloat16, (1, T, H))
+        if not ok:
+            continue
+        check_ints(problems, where, "input_ids", raw["input_ids"], sample.input_ids)
+        check_ints(problems, where, "loss_mask", raw["loss_mask"], sample.loss_mask)
+        aux = bits(raw["aux_hidden_state"])[0].reshape(T, 3, H)
+        for k in range(3):
+            compare_state(problems, where, f"aux_hidden_state[0, :, {k}H:{k + 1}H]", aux[:, k], sample.captures[:, k],
+                          sample)
+        compare_state(problems, where, "hidden_state (post-norm final)", bits(raw["hidden_state"])[0],
+                      sample.postnorm, sample)
+        read_specforge.normalize(raw, reader.max_len)
+    for key, path in sorted(found.items()):
+        problems.add(f"{path}: data_{key} is no SRC sample (numbering by {mode})")
+    return len(src)
+
+
+# ---------------------------------------------------------------------------------------------
+
+SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+MODELOPT_KEYS = ("input_ids", "hidden_states", "aux_hidden_states", "conversation_id")
+
+
+def natural_name(index, sample_id):
+    """The file name a sample must have when nothing forces a change: its id, else its index."""
+    if sample_id is None:
+        return f"{index:08d}.pt"
+    if SAFE_ID.fullmatch(sample_id) and ".." not in sample_id and len(sample_id.encode()) <= 250:
+        return sample_id + ".pt"
+    return None
+
+
+def plain_name(name):
+    return (name.endswith(".pt") and not name.startswith(".") and "/" not in name
+            and not any(ord(c) < 0x20 or ord(c) == 0x7F for c in name) and len(name.encode()) <= 255)
+
+
+def check_modelopt(src, dest, problems):
+    src.require("post-norm")
+    H = src.meta.hidden_size
+    try:
+        reader = read_modelopt.ModelOptReader(dest)
+    except read_modelopt.ReaderError as e:
+        problems.add(str(e))
+        return 0
+    by_cid = {}
+    for path in reader.files:
+        if os.path.dirname(os.path.abspath(path)) != os.path.abspath(dest):
+            problems.add(f"{path}: not directly in DEST (the trainer reads every .pt below it)")
+        if not plain_name(os.path.basename(path)):
+            problems.add(f"{path}: not a plain file name")
+        try:
+            raw = torch.load(path, weights_only=True)
+        except Exception as e:  # what weights_only refuses, or a broken file
+            problems.add(f"{path}: torch.load(weights_only=True) fails: {type(e).__name__}: {e}")
+            continue
+        if not isinstance(raw, dict):
+            problems.add(f"{path}: holds a {type(raw).__name__}, not a dict")
+            continue
+        cid = raw.get("conversation_id")
+        if not isinstance(cid, str):
+            problems.add(f"{path}: conversation_id is a {type(cid).__name__}, not a str")
+            continue
+        if cid in by_cid:
+            problems.add(f"{path}: conversation_id {cid!r} is also in {by_cid[cid]}")
+            continue
+        by_cid[cid] = path  # the tensors are read again per sample: one sample in memory
+    # Natural names claimed by two samples (an id equal to another sample's index name) cannot
+    # both be kept; only uniqueness is required of those.
+    natural = {index: natural_name(index, sample_id) for index, sample_id in src.ids()}
+    counts = {}
+    for name in natural.values():
+        counts[name] = counts.get(name, 0) + 1
+    for sample in src:
+        cid = sample.id if sample.id is not None else f"{sample.index:08d}"
+        path = by_cid.pop(cid, None)
+        if path is None:
+            problems.add(f"{dest}: no .pt with conversation_id {cid!r} (SRC sample {sample.index})")
+            continue
+        raw = torch.load(path, weights_only=True)
+        where = f"{path} (SRC sample {sample.index})"
+        want_name = natural[sample.index]
+        if want_name is not None and counts[want_name] == 1 and os.path.basename(path) != want_name:
+            problems.add(f"{where}: named {os.path.basename(path)!r}, expected {want_name!r}")
+        if not check_keys(problems, where, raw, MODELOPT_KEYS, optional=("loss_mask",)):
+            continue
+        T = sample.tokens
+        ok = check_tensor(problems, where, "input_ids", raw["input_ids"], torch.int64, (T,))
+        ok &= check_tensor(problems, where, "hidden_states", raw["hidden_states"], torch.bfloat16, (T, H))
+        ok &= check_tensor(problems, where, "aux_hidden_states", raw["aux_hidden_states"], torch.bfloat16, (T, 3 * H))
+        if "loss_mask" in raw:
+            ok &= check_tensor(problems, where, "loss_mask", raw["loss_mask"], torch.int64, (T,))
+        if not ok:
+            continue
+        check_ints(problems, where, "input_ids", raw["input_ids"], sample.input_ids)
+        if "loss_mask" in raw:
+            check_ints(problems, where, "loss_mask", raw["loss_mask"], sample.loss_mask)
+        aux = bits(raw["aux_hidden_states"]).reshape(T, 3, H)
+        for k in range(3):
+            compare_state(problems, where, f"aux_hidden_states[:, {k}H:{k + 1}H]", aux[:, k], sample.captures[:, k],
+                          sample)
+        compare_state(problems, where, "hidden_states (post-norm final)", bits(raw["hidden_states"]), sample.postnorm,
+                      sample)
+    for cid, path in sorted(by_cid.items()):
+        problems.add(f"{path}: conversation_id {cid!r} is no SRC sample")
+    return len(src)
+
+
+CHECKS = {"speculators": check_speculators, "specforge": check_specforge, "modelopt": check_modelopt}
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    ap.add_argument("--format", required=True, choices=sorted(CHECKS))
+    ap.add_argument("src")
+    ap.add_argument("dest")
+    args = ap.parse_args(argv[1:])
+    problems = Problems()
+    try:
+        src = h5source.Source(args.src)
+        n = CHECKS[args.format](src, args.dest, problems)
+    except h5source.SourceError as e:
+        print(f"check_export: {e}", file=sys.stderr)
+        return 1
+    if problems:
+        problems.report()
+        return 1
+    if n == 0:
+        print(f"check_export: SRC {args.src} stores no samples", file=sys.stderr)
+        return 1
+    print(f"ok: {args.format}: {n} samples, each exactly once, keys/dtypes/shapes as the trainer reads them, "
+          f"states bit-equal to SRC ({src.meta.dtype} -> bf16)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -249,7 +249,8 @@ def natural_name(index, sample_id):
     """The file name a sample must have when nothing forces a change: its id, else its index."""
     if sample_id is None:
         return f"{index:08d}.pt"
-    if SAFE_ID.fullmatch(sample_id) and ".." not in sample_id and len(sample_id.encode()) <= 250:
+    # An id of 8 digits would take the name of the sample of that index without an id: renamed.
+    if SAFE_ID.fullmatch(sample_id) and not re.fullmatch(r"[0-9]{8}", sample_id) and len(sample_id.encode()) <= 200:
         return sample_id + ".pt"
     return None
 

@@ -269,6 +269,7 @@ def check_modelopt(src, dest, problems):
         problems.add(str(e))
         return 0
     by_cid = {}
+    index_named = {f"{index:08d}.pt" for index, sample_id in src.ids() if sample_id is None}
     for path in reader.files:
         if os.path.dirname(os.path.abspath(path)) != os.path.abspath(dest):
             problems.add(f"{path}: not directly in DEST (the trainer reads every .pt below it)")
@@ -286,10 +287,16 @@ def check_modelopt(src, dest, problems):
         if not isinstance(cid, str):
             problems.add(f"{path}: conversation_id is a {type(cid).__name__}, not a str")
             continue
-        if cid in by_cid:
-            problems.add(f"{path}: conversation_id {cid!r} is also in {by_cid[cid]}")
+        # A sample without an id is found by its file name ({index:08d}.pt, conversation_id the
+        # same digits), so that an id of 8 digits elsewhere cannot be mistaken for it.
+        name = os.path.basename(path)
+        key = ("index", name) if name in index_named else ("id", cid)
+        if key[0] == "index" and cid != name[:-3]:
+            problems.add(f"{path}: conversation_id {cid!r}, expected {name[:-3]!r} (a sample without an id)")
+        if key in by_cid:
+            problems.add(f"{path}: conversation_id {cid!r} is also in {by_cid[key]}")
             continue
-        by_cid[cid] = path  # the tensors are read again per sample: one sample in memory
+        by_cid[key] = path  # the tensors are read again per sample: one sample in memory
     # Natural names claimed by two samples (an id equal to another sample's index name) cannot
     # both be kept; only uniqueness is required of those.
     natural = {index: natural_name(index, sample_id) for index, sample_id in src.ids()}
@@ -298,7 +305,7 @@ def check_modelopt(src, dest, problems):
         counts[name] = counts.get(name, 0) + 1
     for sample in src:
         cid = sample.id if sample.id is not None else f"{sample.index:08d}"
-        path = by_cid.pop(cid, None)
+        path = by_cid.pop(("id", cid) if sample.id is not None else ("index", f"{cid}.pt"), None)
         if path is None:
             problems.add(f"{dest}: no .pt with conversation_id {cid!r} (SRC sample {sample.index})")
             continue

@@ -7,7 +7,6 @@ source "$(dirname "$0")/lib.sh"
 trainers="$(cd "$(dirname "$0")/../trainers" && pwd)"
 model="$E3_GOLDEN_DIR/tiny_llama_default"
 work=$(fresh_dir trainers_readers)
-py() { "$PYTHON" "$trainers/$1" "${@:2}"; }
 
 # The demo input with ids a file name cannot hold as they are, two samples without an id, and one
 # sample (the 120-token s3) over --max-seq-len, skipped: export rows then differ from indices.
@@ -32,12 +31,10 @@ extract() {  # extract NAME ARGS...
 for dtype in bf16 fp32 fp8; do
   extract "pre_$dtype" --dtype "$dtype" --layers 2,4,5 --final pre-norm
   extract "post_$dtype" --dtype "$dtype" --layers 2,4,5 --final post-norm
-  py synth_final_both.py "$work/pre_$dtype" "$work/post_$dtype" "$work/both_$dtype"
 done
 extract shifted_pre --layers 3,5,6 --final pre-norm
 extract shifted_post --layers 3,5,6 --final post-norm
 extract four_layers --layers 2,4,5,6 --final post-norm
-py synth_final_both.py "$work/shifted_pre" "$work/shifted_post" "$work/shifted_both"
 
 # Our round to nearest even is torch's float32 -> bfloat16 conversion, ties and extremes included.
 (cd "$trainers" && "$PYTHON" - <<'PY') || fail "f32_to_bf16_bits is not torch's rounding"
@@ -52,43 +49,48 @@ want = torch.from_numpy(x).to(torch.bfloat16).view(torch.int16).numpy().view(np.
 assert np.array_equal(h5source.f32_to_bf16_bits(x), want)
 PY
 
+# Every invocation below runs in one Python process (tests/trainers/run_cases.py): a case is
+# EXIT-CODE, a string the output must hold ('-': any), the script and its arguments.
+cases="$work/cases.tsv"
+: > "$cases"
+case_() { local IFS=$'\t'; echo "$*" >> "$cases"; }
+both() { echo "$work/both_$1"; }
+for dtype in bf16 fp32 fp8; do
+  case_ 0 - synth_final_both.py "$work/pre_$dtype" "$work/post_$dtype" "$(both "$dtype")"
+done
+case_ 0 - synth_final_both.py "$work/shifted_pre" "$work/shifted_post" "$work/shifted_both"
+
 # A good export of every format, from every storage dtype: the checker and each reader pass.
 for dtype in bf16 fp32 fp8; do
   for fmt in speculators specforge modelopt; do
-    py oracle_export.py --format "$fmt" "$work/both_$dtype" "$work/x_${fmt}_$dtype"
-    py check_export.py --format "$fmt" "$work/both_$dtype" "$work/x_${fmt}_$dtype" > "$work/check.log" 2>&1 ||
-      { cat "$work/check.log"; fail "check_export refuses the reference $fmt export of $dtype"; }
-    grep -q "ok: $fmt: 7 samples, each exactly once" "$work/check.log" || { cat "$work/check.log"; fail "$fmt $dtype: report"; }
-    py "read_$fmt.py" "$work/x_${fmt}_$dtype" > "$work/read.log" 2>&1 || { cat "$work/read.log"; fail "read_$fmt.py fails on $dtype"; }
+    x="$work/x_${fmt}_$dtype"
+    case_ 0 - oracle_export.py --format "$fmt" "$(both "$dtype")" "$x"
+    case_ 0 "ok: $fmt: 7 samples, each exactly once" check_export.py --format "$fmt" "$(both "$dtype")" "$x"
+    case_ 0 "$fmt: 7 " "read_$fmt.py" "$x"
   done
 done
-py read_speculators.py "$work/x_speculators_bf16" | grep -q "speculators: 7 rows, 7 samples loaded, 0 dropped" ||
-  fail "read_speculators report"
-py read_modelopt.py "$work/x_modelopt_bf16" --answer-only-loss | grep -q "modelopt: 7 samples" || fail "read_modelopt report"
+case_ 0 "speculators: 7 rows, 7 samples loaded, 0 dropped" read_speculators.py "$work/x_speculators_bf16"
+case_ 0 "modelopt: 7 samples" read_modelopt.py "$work/x_modelopt_bf16" --answer-only-loss
 # A source with only the norm a format needs serves it; the other one is refused, naming the rerun.
-py oracle_export.py --format speculators "$work/pre_bf16" "$work/x_spec_pre"
-py check_export.py --format speculators "$work/pre_bf16" "$work/x_spec_pre" > /dev/null || fail "pre-norm source, speculators"
-py oracle_export.py --format specforge "$work/post_bf16" "$work/x_sf_post"
-py check_export.py --format specforge "$work/post_bf16" "$work/x_sf_post" > /dev/null || fail "post-norm source, specforge"
-expect_check() {  # expect_check FORMAT SRC DEST PATTERN: check_export exits 1 and prints PATTERN
-  set +e
-  py check_export.py --format "$1" "$2" "$3" > "$work/check.log" 2>&1
-  local rc=$?
-  set -e
-  [ "$rc" -eq 1 ] || { cat "$work/check.log"; fail "check_export --format $1 $3 exited $rc, expected 1"; }
-  grep -qF -- "$4" "$work/check.log" || { cat "$work/check.log"; fail "check_export --format $1 $3 lacks: $4"; }
-}
-expect_check speculators "$work/post_bf16" "$work/x_spec_pre" "stores no pre-norm final state (rerun with --final pre-norm or --final both)"
-expect_check specforge "$work/pre_bf16" "$work/x_sf_post" "stores no post-norm final state (rerun with --final post-norm or --final both)"
-expect_check modelopt "$work/four_layers" "$work/x_modelopt_bf16" "4 capture ids [2, 4, 5, 6]; the trainers need exactly 3"
-# ModelOpt's loss_mask is optional: an export without it passes.
-py oracle_export.py --format modelopt --break no-loss-mask "$work/both_bf16" "$work/x_mo_nomask"
-py check_export.py --format modelopt "$work/both_bf16" "$work/x_mo_nomask" > /dev/null || fail "modelopt without loss_mask"
+case_ 0 - oracle_export.py --format speculators "$work/pre_bf16" "$work/x_spec_pre"
+case_ 0 "ok: speculators" check_export.py --format speculators "$work/pre_bf16" "$work/x_spec_pre"
+case_ 0 - oracle_export.py --format specforge "$work/post_bf16" "$work/x_sf_post"
+case_ 0 "ok: specforge" check_export.py --format specforge "$work/post_bf16" "$work/x_sf_post"
+case_ 1 "stores no pre-norm final state (rerun with --final pre-norm or --final both)" \
+  check_export.py --format speculators "$work/post_bf16" "$work/x_spec_pre"
+case_ 1 "stores no post-norm final state (rerun with --final post-norm or --final both)" \
+  check_export.py --format specforge "$work/pre_bf16" "$work/x_sf_post"
+case_ 1 "4 capture ids [2, 4, 5, 6]; the trainers need exactly 3" \
+  check_export.py --format modelopt "$work/four_layers" "$work/x_modelopt_bf16"
+# ModelOpt's loss_mask is optional: an export without it passes, but not --answer-only-loss.
+case_ 0 - oracle_export.py --format modelopt --break no-loss-mask "$(both bf16)" "$work/x_mo_nomask"
+case_ 0 "ok: modelopt" check_export.py --format modelopt "$(both bf16)" "$work/x_mo_nomask"
+case_ 1 "requires a 'loss_mask' entry" read_modelopt.py "$work/x_mo_nomask" --answer-only-loss
 
 # Broken exports: each is refused with the reason.
 broken() {  # broken FORMAT KIND PATTERN
-  py oracle_export.py --format "$1" --break "$2" "$work/both_bf16" "$work/b_$1_$2"
-  expect_check "$1" "$work/both_bf16" "$work/b_$1_$2" "$3"
+  case_ 0 - oracle_export.py --format "$1" --break "$2" "$(both bf16)" "$work/b_$1_$2"
+  case_ 1 "$3" check_export.py --format "$1" "$(both bf16)" "$work/b_$1_$2"
 }
 broken speculators wrong-key "missing key(s) ['hidden_states']"
 broken speculators wrong-norm "hidden_states[:, 3] (pre-norm final) differs from SRC sample 0 (it holds the post-norm final state)"
@@ -97,7 +99,11 @@ broken speculators extra-sample "hs_7.safetensors: not the file of any row 0..6"
 broken speculators wrong-dtype "token_ids is I32 in the header, expected I64"
 broken speculators swap-slots "hidden_states[:, 0] differs from SRC sample 0 (it holds capture slot 2)"
 broken speculators token-mismatch "token_ids differs from SRC"
-broken speculators token-mismatch "the trainer drops it"
+case_ 1 "the trainer drops it" check_export.py --format speculators "$(both bf16)" "$work/b_speculators_token-mismatch"
+case_ 1 "row 0 dropped" read_speculators.py "$work/b_speculators_token-mismatch"
+broken speculators cut-file "tensors end at byte"
+broken specforge cut-file "rows_0-2000/data_0.ckpt (SRC sample 0): cannot be loaded"
+broken modelopt cut-file "torch.load(weights_only=True) fails"
 broken specforge wrong-key "missing required offline feature keys ['aux_hidden_state']"
 broken specforge wrong-norm "hidden_state (post-norm final) differs from SRC sample 0 (it holds the pre-norm final state)"
 broken specforge missing-sample "no data_6.ckpt"
@@ -112,15 +118,20 @@ broken modelopt wrong-dtype "input_ids has dtype torch.int32, expected torch.int
 broken modelopt swap-slots "aux_hidden_states[:, 0H:1H] differs from SRC sample 0 (it holds capture slot 2)"
 broken modelopt bad-name "named '1.pt', expected '00000001.pt'"
 # Rounding toward zero instead of to nearest even: visible from an fp32 source.
-py oracle_export.py --format specforge --break truncate "$work/both_fp32" "$work/b_truncate"
-expect_check specforge "$work/both_fp32" "$work/b_truncate" "aux_hidden_state[0, :, 0H:1H] differs from SRC sample 0: first at"
+case_ 0 - oracle_export.py --format specforge --break truncate "$(both fp32)" "$work/b_truncate"
+case_ 1 "aux_hidden_state[0, :, 0H:1H] differs from SRC sample 0: first at" \
+  check_export.py --format specforge "$(both fp32)" "$work/b_truncate"
 # A layer off by one: the export of a run with --layers 3,5,6 checked against --layers 2,4,5.
-shifted() {  # shifted FORMAT PATTERN
-  py oracle_export.py --format "$1" "$work/shifted_both" "$work/b_$1_shifted"
-  expect_check "$1" "$work/both_bf16" "$work/b_$1_shifted" "$2"
-  if grep -q "final) differs" "$work/check.log"; then cat "$work/check.log"; fail "$1: the final state differs too"; fi
-}
-shifted speculators "hidden_states[:, 0] differs from SRC sample 0: first at"
-shifted specforge "aux_hidden_state[0, :, 0H:1H] differs from SRC sample 0: first at"
-shifted modelopt "aux_hidden_states[:, 0H:1H] differs from SRC sample 0: first at"
+for fmt in speculators specforge modelopt; do
+  case_ 0 - oracle_export.py --format "$fmt" "$work/shifted_both" "$work/b_${fmt}_shifted"
+done
+case_ 1 "hidden_states[:, 0] differs from SRC sample 0: first at" \
+  check_export.py --format speculators "$(both bf16)" "$work/b_speculators_shifted"
+case_ 1 "aux_hidden_state[0, :, 0H:1H] differs from SRC sample 0: first at" \
+  check_export.py --format specforge "$(both bf16)" "$work/b_specforge_shifted"
+case_ 1 "aux_hidden_states[:, 0H:1H] differs from SRC sample 0: first at" \
+  check_export.py --format modelopt "$(both bf16)" "$work/b_modelopt_shifted"
+
+(cd "$trainers" && "$PYTHON" run_cases.py < "$cases") > "$work/cases.log" 2>&1 || { cat "$work/cases.log"; fail "a case failed"; }
+grep -q "run_cases: $(grep -c . "$cases") cases, 0 failed" "$work/cases.log" || { cat "$work/cases.log"; fail "case count"; }
 echo "trainers readers: ok"

@@ -212,9 +212,13 @@ def check_specforge(src, dest, problems):
         where = f"{path} (SRC sample {sample.index})"
         try:
             raw = read_specforge.load_feature_file(path)
-            read_specforge.validate(raw, path)
         except Exception as e:  # torch.load raises many kinds; each is a broken file here
-            problems.add(f"{where}: {type(e).__name__}: {e}")
+            problems.add(f"{where}: cannot be loaded: {type(e).__name__}: {e}")
+            continue
+        try:
+            read_specforge.validate(raw, path)
+        except read_specforge.ReaderError as e:
+            problems.add(f"{where}: {e}")
             continue
         if not check_keys(problems, where, raw, read_specforge.KEYS):
             continue

@@ -7,7 +7,8 @@ lead specified, from an eagle3_extract output directory, and can break them on p
 
 Usage: oracle_export.py --format speculators|specforge|modelopt SRC DEST [--break KIND]
 KIND: wrong-key, wrong-norm, missing-sample, extra-sample, wrong-dtype, swap-slots,
-      truncate (round toward zero to bf16), token-mismatch (speculators), bad-name (modelopt),
+      truncate (round toward zero to bf16), cut-file (the first file loses its last 2 bytes),
+      token-mismatch (speculators), bad-name (modelopt),
       no-loss-mask (modelopt: a valid export without the optional loss_mask)
 """
 
@@ -26,7 +27,7 @@ import h5source
 import safetensors_io
 
 BREAKS = ("wrong-key", "wrong-norm", "missing-sample", "extra-sample", "wrong-dtype", "swap-slots", "truncate",
-          "token-mismatch", "bad-name", "no-loss-mask")
+          "cut-file", "token-mismatch", "bad-name", "no-loss-mask")
 
 
 def bf16(bits_u16):
@@ -162,6 +163,10 @@ def main(argv):
     if os.path.exists(args.dest):
         raise SystemExit(f"oracle_export: {args.dest} exists")
     EXPORTS[args.format](h5source.Source(args.src), args)
+    if args.broken == "cut-file":
+        first = sorted(os.path.join(root, n) for root, _, names in os.walk(args.dest) for n in names
+                       if n.endswith((".safetensors", ".ckpt", ".pt")))[0]
+        os.truncate(first, os.path.getsize(first) - 2)
     return 0
 
 

@@ -174,8 +174,9 @@ constexpr size_t kReadChunk = 8 << 20;
 // the work, reading the bytes, hashing them and checking the values, runs in parallel.
 class ShardChecker {
  public:
-  ShardChecker(const RunFingerprint& fp, std::optional<kernels::DType> dtype, bool fp8)
-      : fp_(fp), want_dtype_(dtype), fp8_(fp8), finals_(final_datasets(fp.final_mode)), K_(fp.layer_ids.size()) {}
+  ShardChecker(const RunFingerprint& fp, std::optional<kernels::DType> dtype, bool fp8, std::mutex& hdf5)
+      : fp_(fp), want_dtype_(dtype), fp8_(fp8), finals_(final_datasets(fp.final_mode)), K_(fp.layer_ids.size()),
+        hdf5_(hdf5) {}
 
   void check(const ShardJob& job, ReadBuffers& buf, std::atomic<uint64_t>& bytes_done) {
     const std::string where = job.path.string();
@@ -377,7 +378,7 @@ class ShardChecker {
   const bool fp8_;
   const std::vector<FinalDataset> finals_;
   const hsize_t K_;
-  std::mutex hdf5_;
+  std::mutex& hdf5_;
 };
 
 // The checks of one directory from its manifests, remembering where each sample was seen;
@@ -495,7 +496,8 @@ class Verifier {
     const size_t cores = std::max(1u, std::thread::hardware_concurrency());
     const size_t threads =
         std::max<size_t>(1, std::min(options_.threads > 0 ? static_cast<size_t>(options_.threads) : cores, jobs_.size()));
-    ShardChecker checker(fp_, want_dtype_, fp8_);
+    std::mutex own_hdf5_lock;
+    ShardChecker checker(fp_, want_dtype_, fp8_, options_.hdf5_lock ? *options_.hdf5_lock : own_hdf5_lock);
     std::vector<std::optional<Error>> problems(jobs_.size());
     std::atomic<size_t> next{0};
     std::atomic<int64_t> done{0};
@@ -508,6 +510,7 @@ class Verifier {
         if (failed && !options_.collect_problems) break;
         try {
           checker.check(jobs_[i], buf, bytes);
+          if (options_.on_shard_checked) options_.on_shard_checked(jobs_[i].record, jobs_[i].path);
         } catch (const Error& e) {
           problems[i] = e;
           failed = true;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,6 +54,12 @@ struct VerifyOptions {
   bool collect_problems = false;
   double progress_interval_s = 5;
   std::function<void(const VerifyProgress&)> progress;  // called from another thread
+  // Called on the reading thread as soon as a shard of this process's share has passed every
+  // check, while its bytes are still in the page cache (export writes the shard out then). What
+  // it throws is that shard's problem. Its HDF5 calls hold `hdf5_lock`, which then also serialises
+  // verify's own (HDF5 is built without thread safety).
+  std::function<void(const CommittedShard&, const std::filesystem::path&)> on_shard_checked;
+  std::mutex* hdf5_lock = nullptr;
 };
 
 // Checks every shard and sample: presence exactly once, shapes, dtypes, attributes, sizes,

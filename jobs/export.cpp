@@ -441,16 +441,6 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
   const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   const Source s = load_source(o.src);
   ExportReport report;
-  if (!o.skip_verify) {
-    // The same share as below: each shard is read by the process that exports it.
-    io::VerifyOptions v;
-    v.threads = o.threads;
-    v.rank = o.rank;
-    v.ranks = o.ranks;
-    const io::VerifyReport r = io::verify_output(o.src, v);
-    io::require_complete(r, o.src);
-    report.bytes_read += r.bytes_read;
-  }
   std::vector<const io::CommittedShard*> todo;
   for (const io::CommittedShard& c : s.shards) {
     if (c.shard_index % o.ranks != o.rank) continue;
@@ -458,51 +448,39 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
     if (fs::exists(done_marker(o.dest, c.shard_index))) ++report.shards_resumed;
     else todo.push_back(&c);
   }
-  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const size_t threads = std::max<size_t>(1, std::min(o.threads > 0 ? static_cast<size_t>(o.threads) : cores, todo.size()));
   std::mutex hdf5;  // HDF5 is built without thread safety
-  std::atomic<size_t> next{0};
-  std::atomic<int64_t> shards_done{0}, samples{0}, files{0};
+  std::atomic<int64_t> shards_done{0}, samples{0};
   std::atomic<uint64_t> written{0}, read{0};
-  std::vector<std::exception_ptr> errors(threads);
-  std::atomic<bool> failed{false};
-  auto work = [&](size_t t) {
-    try {
-      SampleExporter exporter(o, s.description, s.stored);
-      for (size_t i; !failed && (i = next++) < todo.size();) {
-        const io::CommittedShard& c = *todo[i];
-        const fs::path path = o.src / c.file;
-        io::ShardLayout layout;
-        {
-          std::lock_guard<std::mutex> lock(hdf5);
-          layout = io::read_shard_layout(path);
-        }
-        E3_REQUIRE(layout.description.run_fingerprint == s.description.run_fingerprint, ErrorKind::Verify,
-                   "{}: from another run than the first shard", path.string());
-        Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-        E3_REQUIRE(fd.get() >= 0, ErrorKind::Verify, "{}: {}", path.string(), std::strerror(errno));
-        std::string rows;
-        for (const io::StoredSample& sample : layout.samples) {
-          if (failed) return;
-          written += exporter.write(fd.get(), sample, path.string(), &rows);
-          ++samples;
-          ++files;
-        }
-        if (o.format == ExportFormat::Speculators) {
-          io::TempFile fragment(rows_fragment(o.dest, c.shard_index));
-          fragment.write(rows.data(), rows.size());
-          fragment.commit();
-        }
-        sync_file_system(o.dest);
-        io::TempFile(done_marker(o.dest, c.shard_index)).commit();
-        ++shards_done;
-      }
-      read += exporter.bytes_read();
-    } catch (...) {
-      errors[t] = std::current_exception();
-      failed = true;
+  // One shard: its layout under the HDF5 lock, then its samples one at a time by pread.
+  const auto export_shard = [&](const io::CommittedShard& c) {
+    if (fs::exists(done_marker(o.dest, c.shard_index))) return;  // done by an earlier run
+    const fs::path path = o.src / c.file;
+    io::ShardLayout layout;
+    {
+      std::lock_guard<std::mutex> lock(hdf5);
+      layout = io::read_shard_layout(path);
     }
+    E3_REQUIRE(layout.description.run_fingerprint == s.description.run_fingerprint, ErrorKind::Verify,
+               "{}: from another run than the first shard", path.string());
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    E3_REQUIRE(fd.get() >= 0, ErrorKind::Verify, "{}: {}", path.string(), std::strerror(errno));
+    SampleExporter exporter(o, s.description, s.stored);
+    std::string rows;
+    for (const io::StoredSample& sample : layout.samples) {
+      written += exporter.write(fd.get(), sample, path.string(), &rows);
+      ++samples;
+    }
+    read += exporter.bytes_read();
+    if (o.format == ExportFormat::Speculators) {
+      io::TempFile fragment(rows_fragment(o.dest, c.shard_index));
+      fragment.write(rows.data(), rows.size());
+      fragment.commit();
+    }
+    sync_file_system(o.dest);
+    io::TempFile(done_marker(o.dest, c.shard_index)).commit();
+    ++shards_done;
   };
+
   std::mutex m;
   std::condition_variable cv;
   bool finished = false;
@@ -513,24 +491,57 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
       while (!cv.wait_for(lock, std::chrono::duration<double>(o.progress_interval_s), [&] { return finished; }))
         progress({shards_done, static_cast<int64_t>(todo.size()), samples, written, elapsed()});
     });
-  {
-    std::vector<std::thread> pool;
-    for (size_t t = 1; t < threads; ++t) pool.emplace_back(work, t);
-    work(0);
-    for (std::thread& th : pool) th.join();
-  }
-  if (reporter.joinable()) {
+  const auto stop_reporter = [&] {
+    if (!reporter.joinable()) return;
     {
       std::lock_guard<std::mutex> lock(m);
       finished = true;
     }
     cv.notify_all();
     reporter.join();
+  };
+  try {
+    if (!o.skip_verify) {
+      // Verify's pool reads each shard of this process's share (the same share) and hands it over
+      // as soon as it has passed, while its bytes are in the page cache: one read from the disk.
+      io::VerifyOptions v;
+      v.threads = o.threads;
+      v.rank = o.rank;
+      v.ranks = o.ranks;
+      v.hdf5_lock = &hdf5;
+      v.on_shard_checked = [&](const io::CommittedShard& c, const fs::path&) { export_shard(c); };
+      const io::VerifyReport r = io::verify_output(o.src, v);
+      io::require_complete(r, o.src);
+      report.bytes_read += r.bytes_read;
+    } else {
+      const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+      const size_t threads =
+          std::max<size_t>(1, std::min(o.threads > 0 ? static_cast<size_t>(o.threads) : cores, todo.size()));
+      std::atomic<size_t> next{0};
+      std::atomic<bool> failed{false};
+      std::vector<std::exception_ptr> errors(threads);
+      auto work = [&](size_t t) {
+        try {
+          for (size_t i; !failed && (i = next++) < todo.size();) export_shard(*todo[i]);
+        } catch (...) {
+          errors[t] = std::current_exception();
+          failed = true;
+        }
+      };
+      std::vector<std::thread> pool;
+      for (size_t t = 1; t < threads; ++t) pool.emplace_back(work, t);
+      work(0);
+      for (std::thread& th : pool) th.join();
+      for (const std::exception_ptr& e : errors)
+        if (e) std::rethrow_exception(e);
+    }
+  } catch (...) {
+    stop_reporter();
+    throw;
   }
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
+  stop_reporter();
   report.samples = samples;
-  report.files = files;
+  report.files = samples;
   report.bytes_written = written;
   report.bytes_read += read;
   report.seconds = elapsed();

@@ -2,6 +2,7 @@
 
 import os
 import stat
+import threading
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -68,14 +69,6 @@ def _stored_dtype(dset):
     if (esize, msize, t.get_ebias()) == (5, 10, 15):
         return "fp16"
     return None
-
-
-def _read_bits(dset, np_dtype):
-    """The dataset's stored values, bit for bit, without HDF5's (slow, soft-float) conversion."""
-    out = np.empty(dset.shape, np_dtype)
-    if out.size:
-        dset.id.read(h5py.h5s.ALL, h5py.h5s.ALL, out, mtype=dset.id.get_type())
-    return out
 
 
 @dataclass
@@ -215,15 +208,18 @@ class Dataset:
     codes plus the float32 ``*_scale`` arrays of their rows).
     """
 
-    def __init__(self, directory, dtype, meta, shards, checker):
+    def __init__(self, directory, dtype, meta, shards, checker, check_on_read):
         self.directory = directory
         self.dtype = dtype
         self.meta = meta
         self._shards = shards
         self._checker = checker
+        self._check_on_read = check_on_read
+        # Per thread: the file of the last random access, and the buffer stored bits are read
+        # into before decoding. Threads sharing either would close or overwrite each other's.
+        self._local = threading.local()
         self._order = [(idx, shard) for shard in shards for idx in shard.samples]
         self._position = {idx: i for i, (idx, _) in enumerate(self._order)}
-        self._open = None  # (pid, shard, h5py.File): the file of the last random access
 
     # -- the sequence -----------------------------------------------------------------------
     def __len__(self):
@@ -261,9 +257,12 @@ class Dataset:
                     yield self._read(f, shard, index)
 
     def close(self):
-        if self._open is not None:
-            self._open[2].close()
-            self._open = None
+        """Closes the file this thread kept open for random access (iteration closes its own)."""
+        held = getattr(self._local, "open", None)
+        if held is not None:
+            self._local.open = None
+            if held[0] == os.getpid():
+                held[2].close()
 
     def __enter__(self):
         return self
@@ -273,8 +272,12 @@ class Dataset:
 
     def __getstate__(self):  # for DataLoader workers: each process opens its own files
         state = dict(self.__dict__)
-        state["_open"] = None
+        del state["_local"]
         return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._local = threading.local()
 
     def __del__(self):
         try:
@@ -292,51 +295,74 @@ class Dataset:
     def _file(self, shard):
         # A handle opened before a fork (DataLoader workers) must not be used by the child.
         pid = os.getpid()
-        if self._open is not None and (self._open[0] != pid or self._open[1] is not shard):
-            if self._open[0] == pid:
-                self._open[2].close()
-            self._open = None
-        if self._open is None:
-            self._open = (pid, shard, self._open_file(shard))
-        return self._open[2]
+        held = getattr(self._local, "open", None)
+        if held is not None and (held[0] != pid or held[1] is not shard):
+            self.close()
+            held = None
+        if held is None:
+            held = self._local.open = (pid, shard, self._open_file(shard))
+        return held[2]
 
     def _read(self, f, shard, index):
+        # The low-level h5py calls: the high-level lookups cost milliseconds per sample.
         key = f"{index:08d}"
-        where = f"{shard.path} sample {key}"
-        group = f.get(f"samples/{key}")
-        if not isinstance(group, h5py.Group):
-            raise DatasetError(f"{where}: missing")
-        self._checker.check(group, where)  # cheap (metadata only), and the file may have changed
-        out = {"index": index}
+        try:
+            gid = h5py.h5g.open(f.id, f"samples/{key}".encode())
+        except KeyError:
+            raise DatasetError(f"{shard.path} sample {key}: missing") from None
+        group = h5py.Group(gid)
+        if self._check_on_read:
+            self._checker.check(group, f"{shard.path} sample {key}")
         sample_id = group.attrs.get("id")
-        out["id"] = None if sample_id is None else _text(sample_id)
-        out["input_ids"] = group["input_ids"][()].astype(np.int64, copy=False)
-        out["loss_mask"] = group["loss_mask"][()].astype(np.uint8, copy=False)
+        out = {"index": index, "id": None if sample_id is None else _text(sample_id)}
+        out["input_ids"] = self._dataset(gid, "input_ids", np.int64, convert=True)
+        out["loss_mask"] = self._dataset(gid, "loss_mask", np.uint8, convert=True)
         for name in ("hidden_states", "last_hidden_state", "last_hidden_state_prenorm"):
-            if name in group:
-                out.update(self._states(group, name))
+            if name.encode() in gid:
+                out.update(self._states(gid, name))
         return out
 
-    def _states(self, group, name):
-        storage = self.meta.dtype
-        dset = group[name]
+    def _dataset(self, gid, name, np_dtype, convert=False, scratch=False):
+        """A dataset's values: converted by HDF5 to np_dtype (integers: fast), or its stored bits
+        as np_dtype, in this Dataset's scratch buffer when they are decoded right away (a fresh
+        buffer per sample would cost page faults)."""
+        dsid = h5py.h5d.open(gid, name.encode())
+        shape = dsid.shape
+        if scratch:
+            nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(np_dtype).itemsize
+            buf = getattr(self._local, "scratch", None)
+            if buf is None or buf.size < nbytes:
+                buf = self._local.scratch = np.empty(max(nbytes, 0 if buf is None else 2 * buf.size), np.uint8)
+            out = buf[:nbytes].view(np_dtype).reshape(shape)
+        else:
+            out = np.empty(shape, np_dtype)
+        if out.size:
+            if convert:
+                dsid.read(h5py.h5s.ALL, h5py.h5s.ALL, out)
+            else:
+                dsid.read(h5py.h5s.ALL, h5py.h5s.ALL, out, mtype=dsid.get_type())
+        return out
+
+    def _states(self, gid, name):
+        storage, want = self.meta.dtype, self.dtype
         if storage == "fp8":
-            codes = _read_bits(dset, np.uint8)
-            scale = _read_bits(group[name + "_scale"], np.float32)
-            if self.dtype == "stored":
+            codes = self._dataset(gid, name, np.uint8, scratch=want != "stored")
+            scale = self._dataset(gid, name + "_scale", np.float32)
+            if want == "stored":
                 return {name: codes, name + "_scale": scale}
             values = _decode.fp8_bits_to_float32(codes, scale)
         elif storage == "fp32":
-            values = _read_bits(dset, np.float32)
-            if self.dtype == "stored":
+            values = self._dataset(gid, name, np.float32, scratch=want == "bfloat16-bits")
+            if want != "bfloat16-bits":
                 return {name: values}
         else:
-            bits = _read_bits(dset, np.uint16)
-            if self.dtype == "stored" or (self.dtype == "bfloat16-bits" and storage == "bf16"):
+            passed_through = want == "stored" or (want == "bfloat16-bits" and storage == "bf16")
+            bits = self._dataset(gid, name, np.uint16, scratch=not passed_through)
+            if passed_through:
                 return {name: bits}
             decode = _decode.bf16_bits_to_float32 if storage == "bf16" else _decode.fp16_bits_to_float32
             values = decode(bits)
-        if self.dtype == "bfloat16-bits":
+        if want == "bfloat16-bits":
             return {name: _decode.float32_to_bf16_bits(values)}
         return {name: values}
 
@@ -503,4 +529,4 @@ def open_dataset(directory, dtype="float32", allow_incomplete=False, check="full
         first_attrs = {"num_hidden_layers": 0, "hidden_size": 0}
         checker = _SampleChecker(fp["dtype"], len(fp["layer_ids"]), 0, fp["final"])
     meta = _meta(directory, manifests, first_attrs, complete, len(manifests))
-    return Dataset(directory, dtype, meta, shards, checker)
+    return Dataset(directory, dtype, meta, shards, checker, check == "lazy")

@@ -119,6 +119,23 @@ refused "$d" "$d/shard-000000.h5: $(( $(stat -c %s "$work/bf16/shard-000000.h5")
 d=$(copy bf16 wrong_shape)
 tamper "$d" 'k = sorted(s)[0]; del s[k]["hidden_states"]; s[k]["hidden_states"] = np.zeros((2, 3, 4), np.float32)'
 refused "$d" "$d/shard-000001.h5 sample 00000004: hidden_states has shape [2, 3, 4]"
+# check="lazy" opens it, and refuses the sample when it is read.
+"$PYTHON" - "$d" <<'PY' || fail "check='lazy' on a tampered sample"
+import sys
+import eagle3_extract as e3
+ds = e3.open_dataset(sys.argv[1], check="lazy")
+assert ds.by_index(0)["index"] == 0
+try:
+    ds.by_index(4)
+    sys.exit("the tampered sample 4 was read")
+except e3.DatasetError as e:
+    assert "sample 00000004: hidden_states has shape [2, 3, 4]" in str(e), e
+try:
+    list(ds)
+    sys.exit("iteration read the tampered sample 4")
+except e3.DatasetError as e:
+    assert "sample 00000004" in str(e), e
+PY
 d=$(copy fp32_prenorm wrong_type)
 tamper "$d" 'k = sorted(s)[0]; h = s[k]["hidden_states"][()]; del s[k]["hidden_states"]; s[k]["hidden_states"] = h.astype(np.float64)'
 refused "$d" "sample 00000004: hidden_states is not stored as fp32"

@@ -98,19 +98,19 @@ refused "$d" "appears twice"
 
 # Tampered shards. Editing a file changes its size, which alone is refused; the manifest's size
 # is then set to the new one so that the sample checks behind it are reached.
-tamper() {  # tamper DIR PYTHON-CODE (with f: the h5py File of shard-000001.h5, s: its /samples)
-  "$PYTHON" - "$1" "$2" <<'PY'
-import json, os, sys
+tamper() {  # tamper DIR PYTHON-CODE [all] (f: the h5py File of shard-000001.h5, or of each shard; s: its /samples)
+  "$PYTHON" - "$1" "$2" "${3:-one}" <<'PY'
+import glob, json, os, sys
 import h5py, numpy as np
-d, code = sys.argv[1], sys.argv[2]
-path = os.path.join(d, "shard-000001.h5")
-with h5py.File(path, "r+") as f:
-    s = f["samples"]
-    exec(code)
+d, code, which = sys.argv[1:4]
+paths = sorted(glob.glob(os.path.join(d, "shard-*.h5"))) if which == "all" else [os.path.join(d, "shard-000001.h5")]
+for path in paths:
+    with h5py.File(path, "r+") as f:
+        s = f["samples"]
+        exec(code)
 m = json.load(open(os.path.join(d, "manifest.json")))
 for sh in m["shards"]:
-    if sh["file"] == "shard-000001.h5":
-        sh["bytes"] = os.path.getsize(path)
+    sh["bytes"] = os.path.getsize(os.path.join(d, sh["file"]))
 json.dump(m, open(os.path.join(d, "manifest.json"), "w"))
 PY
 }
@@ -157,4 +157,17 @@ refused "$d" "(a shard of another run)"
 d=$(copy bf16 tokens)
 tamper "$d" 'g = s[sorted(s)[0]]; g.attrs["num_tokens"] = np.int64(1)'
 refused "$d" "num_tokens attribute is not"
+d=$(copy bf16 model_type_as_number)
+tamper "$d" 'f.attrs["model_type"] = np.int64(3)' all
+refused "$d" "$d/shard-000000.h5: TypeError"
+# The layer attributes of issue 13 must agree with layer_ids and --final.
+d=$(copy both_bf16 norm_disagrees)
+tamper "$d" 'f.attrs["last_hidden_state_norm"] = np.bytes_("pre-norm")' all
+refused "$d" "last_hidden_state_norm is 'pre-norm', but --final both stores post-norm in last_hidden_state"
+d=$(copy both_bf16 hf_index_disagrees)
+tamper "$d" 'f.attrs["hidden_states_hf_index"] = np.array([3, 4, 5], np.int32)' all
+refused "$d" "hidden_states_hf_index [3, 4, 5] differs from layer_ids [2, 4, 5]"
+d=$(copy both_bf16 slots_differ)
+tamper "$d" 'f.attrs["slots"] = np.array(["x"], dtype=h5py.string_dtype())'
+refused "$d" "$d/shard-000001.h5: attribute slots differs from"
 echo "python reader: ok"

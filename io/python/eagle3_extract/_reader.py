@@ -4,7 +4,7 @@ import os
 import stat
 import threading
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 import h5py
 import numpy as np
@@ -313,13 +313,18 @@ class Dataset:
         group = h5py.Group(gid)
         if self._check_on_read:
             self._checker.check(group, f"{shard.path} sample {key}")
-        sample_id = group.attrs.get("id")
-        out = {"index": index, "id": None if sample_id is None else _text(sample_id)}
-        out["input_ids"] = self._dataset(gid, "input_ids", np.int64, convert=True)
-        out["loss_mask"] = self._dataset(gid, "loss_mask", np.uint8, convert=True)
-        for name in ("hidden_states", "last_hidden_state", "last_hidden_state_prenorm"):
-            if name.encode() in gid:
-                out.update(self._states(gid, name))
+        try:
+            sample_id = group.attrs.get("id")
+            out = {"index": index, "id": None if sample_id is None else _text(sample_id)}
+            out["input_ids"] = self._dataset(gid, "input_ids", np.int64, convert=True)
+            out["loss_mask"] = self._dataset(gid, "loss_mask", np.uint8, convert=True)
+            for name in ("hidden_states", "last_hidden_state", "last_hidden_state_prenorm"):
+                if name.encode() in gid:
+                    out.update(self._states(gid, name))
+        except DatasetError:
+            raise
+        except (KeyError, TypeError, ValueError, OSError) as e:  # changed or damaged since it was opened
+            raise DatasetError(f"{shard.path} sample {key}: {type(e).__name__}: {e}") from None
         return out
 
     def _dataset(self, gid, name, np_dtype, convert=False, scratch=False):
@@ -445,6 +450,14 @@ def _meta(directory, manifests, attrs, complete, parts_present):
         norm = {"post-norm": "post-norm", "pre-norm": "pre-norm", "both": "post-norm"}.get(final)
     pre_key = {"both": "last_hidden_state_prenorm"}.get(final, "last_hidden_state" if norm == "pre-norm" else None)
     post_key = "last_hidden_state" if norm == "post-norm" else None
+    # The layer attributes must agree with layer_ids and --final: never guess which one is right.
+    where = f"{directory}: the shards' attributes"
+    if hf_index != layer_ids:
+        raise DatasetError(f"{where}: hidden_states_hf_index {hf_index} differs from layer_ids {layer_ids}")
+    want_norm = {"post-norm": "post-norm", "pre-norm": "pre-norm", "both": "post-norm"}.get(final)
+    if final != "none" and norm != want_norm:
+        raise DatasetError(f"{where}: last_hidden_state_norm is {norm!r}, but --final {final} stores {want_norm} "
+                           "in last_hidden_state")
     slots = _texts(attrs["slots"]) if "slots" in attrs else _slot_lines(hf_index, final, norm, L)
     skipped = [{"index": s.index, "line": s.line, "reason": s.reason}
                for m in manifests for s in list(m.skipped) + [sk for r in m.shards for sk in r.skipped]]
@@ -511,22 +524,32 @@ def open_dataset(directory, dtype="float32", allow_incomplete=False, check="full
             f = h5py.File(shard.path, "r")
         except OSError as e:
             raise DatasetError(f"{shard.path}: not a readable HDF5 file: {e}") from None
-        with f:
-            attrs = _shard_attributes(f, shard.path, record, manifest)
-            if first_attrs is None:
-                first_attrs = attrs
-                checker = _SampleChecker(fp["dtype"], len(fp["layer_ids"]), int(np.asarray(attrs["hidden_size"])),
-                                         fp["final"])
-            for key in _RUN_ATTRIBUTES + _LAYER_ATTRIBUTES:
-                both = key in attrs and key in first_attrs
-                one = (key in attrs) != (key in first_attrs) and key in _RUN_ATTRIBUTES
-                if one or (both and not _same(attrs[key], first_attrs[key])):
-                    raise DatasetError(f"{shard.path}: attribute {key} differs from {shards[0].path}'s (shards of "
-                                       "different runs)")
-            _check_shard(f, shard, attrs, checker, check == "full")
+        try:
+            with f:
+                attrs = _shard_attributes(f, shard.path, record, manifest)
+                if first_attrs is None:
+                    first_attrs = attrs
+                    checker = _SampleChecker(fp["dtype"], len(fp["layer_ids"]), int(np.asarray(attrs["hidden_size"])),
+                                             fp["final"])
+                for key in _RUN_ATTRIBUTES + _LAYER_ATTRIBUTES:
+                    both = key in attrs and key in first_attrs
+                    one = (key in attrs) != (key in first_attrs) and key in _RUN_ATTRIBUTES
+                    if one or (both and not _same(attrs[key], first_attrs[key])):
+                        raise DatasetError(f"{shard.path}: attribute {key} differs from {shards[0].path}'s (shards of "
+                                           "different runs)")
+                _check_shard(f, shard, attrs, checker, check == "full")
+        except DatasetError:
+            raise
+        except (KeyError, TypeError, ValueError, OSError) as e:  # an attribute of the wrong kind, a damaged file
+            raise DatasetError(f"{shard.path}: {type(e).__name__}: {e}") from None
         shards.append(shard)
     if first_attrs is None:  # nothing stored yet: the attributes come from the manifest alone
         first_attrs = {"num_hidden_layers": 0, "hidden_size": 0}
         checker = _SampleChecker(fp["dtype"], len(fp["layer_ids"]), 0, fp["final"])
-    meta = _meta(directory, manifests, first_attrs, complete, len(manifests))
+    try:
+        meta = _meta(directory, manifests, first_attrs, complete, len(manifests))
+    except DatasetError:
+        raise
+    except (KeyError, TypeError, ValueError) as e:
+        raise DatasetError(f"{shards[0].path}: {type(e).__name__} in its attributes: {e}") from None
     return Dataset(directory, dtype, meta, shards, checker, check == "lazy")

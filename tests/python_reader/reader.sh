@@ -25,6 +25,21 @@ for name in bf16 fp32_prenorm fp8 fp16_none; do
   "$PYTHON" "$here/check_reader.py" "$work/$name" || fail "reader on $name"
 done
 
+# Other capture ids than the EAGLE-3 default: torch_dataset warns, naming them and the default.
+extract layers123 --dtype bf16 --layers 1,2,3
+"$PYTHON" "$here/check_reader.py" "$work/layers123" || fail "reader on --layers 1,2,3"
+"$PYTHON" - "$work/layers123" "$work/bf16" <<'PY' || fail "torch_dataset and non-default layers"
+import sys, warnings
+import eagle3_extract as e3
+for directory, want in ((sys.argv[1], 1), (sys.argv[2], 0)):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        e3.torch_dataset(directory, keys="specforge")
+    texts = [str(w.message) for w in caught]
+    assert len(texts) == want, texts
+    assert not want or "captured output_hidden_states [1, 2, 3], not the EAGLE-3 default [2, 4, 5]" in texts[0], texts
+PY
+
 # --final both with the issue 13 attributes (hidden_states_hf_index, last_hidden_state_norm,
 # slots): made from the post-norm runs by make_final_both.py until extraction writes them.
 for name in bf16 fp8; do

@@ -1,5 +1,7 @@
 """torch_dataset: the samples under the key names and dtypes a trainer's offline loader yields."""
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -29,6 +31,7 @@ class TrainerDataset(torch.utils.data.Dataset):
     "hidden_state": bfloat16 [T, H]: after the final norm} (the shapes SpecForge's loader
     yields after it squeezes its files' leading dimension of 1).
 
+    Warns when the captures are not the EAGLE-3 default [2, L/2, L-3] every trainer assumes.
     bf16 output is passed through bit for bit; fp16, fp32 and fp8 output is decoded and
     rounded to bf16 (nearest, ties to even).
     """
@@ -45,6 +48,13 @@ class TrainerDataset(torch.utils.data.Dataset):
             raise DatasetError(
                 f"{meta.directory}: keys={keys!r} needs the final state {what}, which this run did not store "
                 f"(--final {meta.final}); rerun eagle3_extract with --final {final} or --final both")
+        L = meta.num_hidden_layers
+        default = [2, L // 2, L - 3]
+        if meta.hf_index != default:
+            # Not refused: a draft model may be configured for other layers; it must then say so.
+            warnings.warn(f"{meta.directory}: captured output_hidden_states {meta.hf_index}, not the EAGLE-3 default "
+                          f"{default} (--layers 2,{L // 2},{L - 3}) that {keys} trains with unless its draft "
+                          "config names other layers", stacklevel=4)
 
     @property
     def meta(self):

@@ -66,6 +66,8 @@ assert 0 < len(ds) < 7 and [s["index"] for s in ds] == ds.indices, ds.indices
 PY
 extract parts --dtype bf16 --part 1/2
 "$PYTHON" "$here/check_reader.py" "$work/parts" --parts 2 || fail "reader on a run in two parts"
+mkdir -p "$work/refusals"
+"$PYTHON" "$here/check_refusals.py" "$work/bf16" "$work/parts" "$work/refusals" || fail "manifests verify refuses"
 
 # Refused: each case names the file and the problem.
 refused() {  # refused DIR PATTERN: open_dataset(DIR) raises DatasetError containing PATTERN

@@ -6,9 +6,10 @@ model="$E3_GOLDEN_DIR/tiny_llama_default"
 work=$(fresh_dir read_python)
 readme="$(dirname "$0")/../../README.md"
 export PYTHONPATH="$(cd "$(dirname "$0")/../../io/python" && pwd)"
-# The first python block of the section.
+# The first python block of the section. awk reads to the end: exiting early would kill sed with
+# SIGPIPE, which pipefail turns into a silent failure of this script.
 sed -n '/^### Reading the output in Python/,/^### /p' "$readme" |
-  awk '/^```python/{on=1; next} on && /^```/{exit} on' > "$work/snippet.py"
+  awk '/^```python/ && !done {on=1; next} on && /^```/ {on=0; done=1} on' > "$work/snippet.py"
 grep -q "open_dataset" "$work/snippet.py" || fail "no open_dataset in the README's Python section"
 for dtype in bf16 fp16 fp32 fp8; do
   LOG="$work/$dtype.log"

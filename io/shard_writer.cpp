@@ -40,8 +40,7 @@ std::vector<std::string> describe_slots(const std::vector<int32_t>& layer_ids, c
   const int64_t L = num_hidden_layers;
   for (const FinalDataset& f : final_datasets(final_mode)) {
     if (f.norm == "post-norm")
-      out.push_back(fmt::format("{} = output_hidden_states[{}] (output of decoder layer {} after the final norm)",
-                                f.name, L, L - 1));
+      out.push_back(fmt::format("{} = output_hidden_states[{}] (after the final norm)", f.name, L));
     else
       out.push_back(fmt::format("{} = output of decoder layer {} before the final norm (vLLM id {})", f.name, L - 1, L));
   }

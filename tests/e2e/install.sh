@@ -30,6 +30,12 @@ grep -q "info: model $prefix/share/eagle3_extract/demo (llama" "$LOG" || { cat "
 grep -q "done: 8 samples computed now" "$LOG" || { cat "$LOG"; fail "no summary line"; }
 "$bin" verify eagle3_out > "$work/verify.log" 2>&1 || { cat "$work/verify.log"; fail "verify of the demo output"; }
 grep -q "ok: 1 shards, 8 samples" "$work/verify.log" || { cat "$work/verify.log"; fail "verify report"; }
+# The installed Python reader reads that output.
+PYTHONPATH="$prefix/share/eagle3_extract/python" "$PYTHON" -c "
+import eagle3_extract
+ds = eagle3_extract.open_dataset('eagle3_out')
+assert len(ds) == 8 and ds[0]['hidden_states'].shape[1] == 3, len(ds)
+" || fail "the installed Python reader"
 
 # A copy of the binary with no demo beside it: one usage error naming where it looked.
 mkdir -p "$work/lone/bin" "$work/lone/run"

@@ -274,6 +274,7 @@ def check_modelopt(src, dest, problems):
         return 0
     by_cid = {}
     index_named = {f"{index:08d}.pt" for index, sample_id in src.ids() if sample_id is None}
+    ids_present = {sample_id for _, sample_id in src.ids() if sample_id is not None}
     for path in reader.files:
         if os.path.dirname(os.path.abspath(path)) != os.path.abspath(dest):
             problems.add(f"{path}: not directly in DEST (the trainer reads every .pt below it)")
@@ -309,7 +310,12 @@ def check_modelopt(src, dest, problems):
         counts[name] = counts.get(name, 0) + 1
     for sample in src:
         cid = sample.id if sample.id is not None else f"{sample.index:08d}"
-        path = by_cid.pop(("id", cid) if sample.id is not None else ("index", f"{cid}.pt"), None)
+        if sample.id is not None:
+            path = by_cid.pop(("id", cid), None)
+        else:
+            path = by_cid.pop(("index", f"{cid}.pt"), None)
+            if path is None and cid not in ids_present:  # misnamed: found by its conversation_id
+                path = by_cid.pop(("id", cid), None)
         if path is None:
             problems.add(f"{dest}: no .pt with conversation_id {cid!r} (SRC sample {sample.index})")
             continue
@@ -337,7 +343,7 @@ def check_modelopt(src, dest, problems):
                           sample)
         compare_state(problems, where, "hidden_states (post-norm final)", bits(raw["hidden_states"]), sample.postnorm,
                       sample)
-    for cid, path in sorted(by_cid.items()):
+    for (_, cid), path in sorted(by_cid.items()):
         problems.add(f"{path}: conversation_id {cid!r} is no SRC sample")
     return len(src)
 

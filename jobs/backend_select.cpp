@@ -36,7 +36,8 @@ void check_backend_options(const RunConfig& rc) {
 std::unique_ptr<kernels::Backend> make_backend(const RunConfig& rc, const parallel::Grid& grid) {
   check_backend_options(rc);
   if (resolve_backend(rc.backend) == "cuda") {
-    auto be = kernels::make_cuda_backend(grid.local_rank() % kernels::cuda_device_count());
+    auto be = kernels::make_cuda_backend(grid.local_rank() % kernels::cuda_device_count(),
+                                         kernels::cuda_options_from_environment());
     be->set_quantized_experts_in_gemm(rc.expert_dequant == "gemm");
     return be;
   }

@@ -9,6 +9,7 @@
 
 #include "io/dataset.h"
 #include "io/manifest.h"
+#include "jobs/option_names.h"
 #include "kernels/dtype.h"
 #include "model/capture.h"
 
@@ -39,8 +40,8 @@ struct RunConfig {
   std::optional<std::vector<int>> layers;  // nullopt: the EAGLE-3 default [2, L/2, L-3]
   model::FinalMode final_mode = model::FinalMode::PostNorm;
   int tp = 0;                              // 0: all ranks
-  std::string backend = "auto";            // auto | cuda | cpu
-  std::string comm = "auto";               // auto | nccl | mpi
+  BackendKind backend = BackendKind::Auto;
+  CommKind comm = CommKind::Auto;
   double collective_timeout_s = 600.0;     // the watchdog's limit for one step
   kernels::DType dtype = kernels::DType::BF16;
   int64_t max_seq_len = 8192;
@@ -50,14 +51,14 @@ struct RunConfig {
   int64_t max_tokens_per_step = 16384;
   int64_t samples_per_shard = 1000;       // an upper bound; --shard-size usually cuts first
   uint64_t shard_size = uint64_t{4} << 30;  // a shard's estimated bytes, at most (one larger sample excepted)
-  std::string log_level = "info";
+  LogLevel log_level = LogLevel::Info;
   std::filesystem::path log_dir;           // also write each rank's lines to a file here
   int threads = 0;                         // CPU backend threads per rank; 0: cores / ranks on the node
   double progress_interval_s = 10.0;
   io::Part part;                           // --part I/P: this job's slice of the shards
   bool part_given = false;
   bool space_check = true;                 // refuse to start when --out lacks room for the output
-  std::string expert_dequant = "scratch";  // scratch | gemm: how kept-quantized experts reach the GEMM
+  ExpertDequant expert_dequant = ExpertDequant::Scratch;
   bool resume_checksums = false;           // read committed shards back and compare their checksums
 };
 

@@ -240,13 +240,15 @@ Request parse_command_line(int argc, char** argv) {
   E3_REQUIRE(rc.progress_interval_s > 0, ErrorKind::Usage, "--progress-interval must be positive");
   E3_REQUIRE(rc.collective_timeout_s > 0, ErrorKind::Usage, "--collective-timeout must be positive");
   rc.space_check = !no_space_check;
+  const jobs::Getenv getenv = [](const char* name) -> std::optional<std::string> {
+    const char* v = std::getenv(name);
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  };
   if (!part.empty()) {
-    rc.part = jobs::parse_part(part, [](const char* name) -> std::optional<std::string> {
-      const char* v = std::getenv(name);
-      return v ? std::optional<std::string>(v) : std::nullopt;
-    });
+    rc.part = jobs::parse_part(part, getenv);
     rc.part_given = true;
   }
+  rc.faults = jobs::fault_injection_from(getenv);
   return req;
 }
 

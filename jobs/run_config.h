@@ -10,6 +10,7 @@
 #include "io/dataset.h"
 #include "io/manifest.h"
 #include "jobs/option_names.h"
+#include "jobs/part.h"
 #include "kernels/dtype.h"
 #include "model/capture.h"
 
@@ -32,6 +33,21 @@ uint64_t parse_byte_size(const std::string& text, const char* option);
 // The warning for `threads` CPU-backend threads on each of `ranks_on_node` ranks sharing
 // `cores` cores, or nothing when they fit.
 std::optional<std::string> threads_warning(int threads, int ranks_on_node, int cores);
+
+// Failures on purpose, for the tests that prove a failure ends the job cleanly. Read once,
+// where the run config is built, from E3_FAIL_AT_SAMPLE=k [E3_FAIL_ON_RANK=r] and
+// E3_FAIL_PUBLISH_SHARD=s; never set by users.
+struct FaultInjection {
+  int64_t fail_at_sample = -1;  // world rank `rank` fails before the step holding this sample
+  int rank = 0;
+  int64_t fail_publish_shard = -1;  // the writer's publisher thread throws a std::filesystem_error on it
+
+  bool fails_before(int64_t sample, int world_rank) const {
+    return fail_at_sample >= 0 && sample == fail_at_sample && world_rank == rank;
+  }
+};
+// A value that is not a non-negative integer is a usage error naming the variable.
+FaultInjection fault_injection_from(const Getenv& getenv);
 
 struct RunConfig {
   std::filesystem::path model_dir;
@@ -60,6 +76,7 @@ struct RunConfig {
   bool space_check = true;                 // refuse to start when --out lacks room for the output
   ExpertDequant expert_dequant = ExpertDequant::Scratch;
   bool resume_checksums = false;           // read committed shards back and compare their checksums
+  FaultInjection faults;                   // tests only
 };
 
 }  // namespace e3::jobs

@@ -1,18 +1,44 @@
 #include "app/cli.h"
 
 #include <cstdlib>
+#include <optional>
+#include <string>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "app/demo_dir.h"
 #include "io/dataset.h"
+#include "jobs/option_names.h"
 #include "jobs/part.h"
 #include "kernels/error.h"
 #include "model/capture.h"
 
 namespace e3::app {
+namespace {
 
+// CLI11 checks the value against the option's name table (jobs/option_names.h) and stores it
+// as the enum; the error lists the valid names, the help shows them.
+template <typename E>
+CLI::Validator one_of_names() {
+  std::string names;
+  for (const auto& n : jobs::name_table(E{})) names += (names.empty() ? "" : ",") + std::string(n.name);
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const std::optional<E> value = jobs::value_named<E>(text);
+        if (!value) return fmt::format("must be {}, not '{}'", jobs::valid_names<E>(), text);
+        text = std::to_string(static_cast<int>(*value));  // what CLI11 converts to the enum
+        return {};
+      },
+      "{" + names + "}");
+}
+
+template <typename E>
+CLI::Option* add_named_option(CLI::App* app, const std::string& name, E& target, const std::string& help) {
+  return app->add_option(name, target, help)->transform(one_of_names<E>())->default_str(std::string(jobs::name_of(target)));
+}
+
+}  // namespace
 
 Request parse_command_line(int argc, char** argv) {
   Request req;
@@ -36,10 +62,9 @@ Request parse_command_line(int argc, char** argv) {
                                     "k = output of layer k-1); default: EAGLE-3 preset [2, L/2, L-3]");
   app.add_option("--final", final_mode, "also store the last layer: post-norm | pre-norm | both | none (both: last_hidden_state post-norm and last_hidden_state_prenorm)")->capture_default_str();
   auto* tp_opt = app.add_option("--tp", rc.tp, "tensor-parallel size; default: all ranks. DP = ranks / TP");
-  app.add_option("--backend", rc.backend, "auto | cuda | cpu (auto = cuda if a GPU is visible)")->capture_default_str();
-  app.add_option("--comm", rc.comm,
-                 "TP communicator: auto | nccl | mpi (auto = nccl when every rank has its own GPU, else mpi)")
-      ->capture_default_str();
+  add_named_option(&app, "--backend", rc.backend, "auto | cuda | cpu (auto = cuda if a GPU is visible)");
+  add_named_option(&app, "--comm", rc.comm,
+                   "TP communicator: auto | nccl | mpi (auto = nccl when every rank has its own GPU, else mpi)");
   app.add_option("--collective-timeout", rc.collective_timeout_s,
                  "seconds one step may take before the watchdog ends the job (a stuck collective)")
       ->capture_default_str();
@@ -66,19 +91,17 @@ Request parse_command_line(int argc, char** argv) {
                  "most bytes in one output shard file, estimated from token counts; suffix K, M or G (powers of "
                  "1024); a single larger sample gets a shard of its own")
       ->capture_default_str();
-  app.add_option("--log-level", rc.log_level, "trace | debug | info | warn | error, the same on every rank")
-      ->capture_default_str();
+  add_named_option(&app, "--log-level", rc.log_level, "trace | debug | info | warn | error, the same on every rank");
   app.add_option("--log-dir", rc.log_dir,
                  "also write each rank's log lines to DIR/rank-NNNNN.log (appended; "
                  "part-IIII-of-PPPP.rank-NNNNN.log with --part)");
   auto* threads_opt = app.add_option("--threads", rc.threads,
                                      "CPU backend threads per rank; default: cores on the node / ranks on it");
   app.add_option("--progress-interval", rc.progress_interval_s, "seconds between progress lines")->capture_default_str();
-  app.add_option("--expert-dequant", rc.expert_dequant,
-                 "quantized MoE experts on the GPU: scratch (dequantize a layer's experts into a bf16 buffer, "
-                 "then the GEMMs; faster) | gemm (Hopper: convert each weight tile inside the GEMM; no buffer, "
-                 "so less memory)")
-      ->capture_default_str();
+  add_named_option(&app, "--expert-dequant", rc.expert_dequant,
+                   "quantized MoE experts on the GPU: scratch (dequantize a layer's experts into a bf16 buffer, "
+                   "then the GEMMs; faster) | gemm (Hopper: convert each weight tile inside the GEMM; no buffer, "
+                   "so less memory)");
   app.add_flag("--resume-checksums", rc.resume_checksums,
                "on a rerun, read every shard this job committed before and compare it with the manifest's "
                "checksum (sizes only otherwise); one that differs is moved aside and written again. Reads the "
@@ -115,10 +138,9 @@ Request parse_command_line(int argc, char** argv) {
   bench->add_option("--iters", req.bench.iters, "timed steps")->capture_default_str();
   bench->add_option("--warmup", req.bench.warmup, "untimed steps first")->capture_default_str();
   bench->add_option("--num-layers", req.bench.num_layers, "override num_hidden_layers");
-  bench->add_option("--backend", req.bench.backend, "auto | cuda | cpu")->capture_default_str();
-  bench->add_option("--comm", req.bench.comm, "auto | nccl | mpi")->capture_default_str();
-  bench->add_option("--expert-dequant", req.bench.expert_dequant, "scratch | gemm (quantized experts)")
-      ->capture_default_str();
+  add_named_option(bench, "--backend", req.bench.backend, "auto | cuda | cpu");
+  add_named_option(bench, "--comm", req.bench.comm, "auto | nccl | mpi");
+  add_named_option(bench, "--expert-dequant", req.bench.expert_dequant, "scratch | gemm (quantized experts)");
   bench->add_option("--dtype", req.bench.dtype, "storage dtype of the shards --out writes: bf16 | fp16 | fp32 | fp8")
       ->capture_default_str();
   bench->add_option("--out", req.bench.out,
@@ -218,13 +240,15 @@ Request parse_command_line(int argc, char** argv) {
   E3_REQUIRE(rc.progress_interval_s > 0, ErrorKind::Usage, "--progress-interval must be positive");
   E3_REQUIRE(rc.collective_timeout_s > 0, ErrorKind::Usage, "--collective-timeout must be positive");
   rc.space_check = !no_space_check;
+  const jobs::Getenv getenv = [](const char* name) -> std::optional<std::string> {
+    const char* v = std::getenv(name);
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  };
   if (!part.empty()) {
-    rc.part = jobs::parse_part(part, [](const char* name) -> std::optional<std::string> {
-      const char* v = std::getenv(name);
-      return v ? std::optional<std::string>(v) : std::nullopt;
-    });
+    rc.part = jobs::parse_part(part, getenv);
     rc.part_given = true;
   }
+  rc.faults = jobs::fault_injection_from(getenv);
   return req;
 }
 

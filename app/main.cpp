@@ -233,7 +233,7 @@ int run(int argc, char** argv, const e3::parallel::MpiEnv& mpi) {
     return e3::jobs::run_bench(req.bench, grid);
   }
   const e3::jobs::RunConfig& rc = req.run;
-  const auto level = e3::jobs::parse_log_level(rc.log_level);
+  const auto level = e3::jobs::spdlog_level(rc.log_level);
   // Every rank sees the same --tp and world size, so a grid that does not divide them is a
   // usage error on every rank alike, found before any collective: rank 0 says it once.
   std::optional<e3::parallel::Grid> grid_holder;
@@ -254,7 +254,7 @@ int run(int argc, char** argv, const e3::parallel::MpiEnv& mpi) {
   spdlog::info("eagle3_extract {} up: host {} pid {}, backend {}, TP rank {}/{}, DP group {}/{}, local rank {}/{}, "
                "log level {}{}{}{}",
                E3_VERSION_STRING, host, getpid(), e3::jobs::resolve_backend(rc.backend), grid.tp_rank(), grid.tp_size(),
-               grid.dp_rank(), grid.dp_size(), grid.local_rank(), grid.local_size(), rc.log_level,
+               grid.dp_rank(), grid.dp_size(), grid.local_rank(), grid.local_size(), e3::jobs::name_of(rc.log_level),
                rc.log_dir.empty() ? "" : ", also logging to " + (rc.log_dir / e3::jobs::rank_log_name(
                                                                                grid.world_rank(), rc.part.index,
                                                                                rc.part.count)).string(),

@@ -10,34 +10,30 @@
 
 namespace e3::jobs {
 
-std::string resolve_backend(const std::string& requested) {
-  if (requested == "cpu") return "cpu";
+std::string resolve_backend(BackendKind requested) {
+  if (requested == BackendKind::Cpu) return "cpu";
   const int gpus = kernels::cuda_device_count();
-  if (requested == "cuda") {
+  if (requested == BackendKind::Cuda) {
 #ifndef E3_HAVE_CUDA
     E3_THROW(ErrorKind::Usage, "--backend cuda: this build of eagle3_extract has no CUDA backend");
 #endif
     E3_REQUIRE(gpus > 0, ErrorKind::Usage, "--backend cuda: no GPU is visible to this process");
     return "cuda";
   }
-  E3_REQUIRE(requested == "auto", ErrorKind::Usage, "--backend must be auto, cuda or cpu, not '{}'", requested);
   return gpus > 0 ? "cuda" : "cpu";
 }
 
 void check_backend_options(const RunConfig& rc) {
-  E3_REQUIRE(rc.expert_dequant == "scratch" || rc.expert_dequant == "gemm", ErrorKind::Usage,
-             "--expert-dequant must be scratch or gemm, not '{}'", rc.expert_dequant);
-  E3_REQUIRE(rc.comm == "auto" || rc.comm == "nccl" || rc.comm == "mpi", ErrorKind::Usage,
-             "--comm must be auto, nccl or mpi, not '{}'", rc.comm);
-  E3_REQUIRE(rc.comm != "nccl" || resolve_backend(rc.backend) == "cuda", ErrorKind::Usage,
+  E3_REQUIRE(rc.comm != CommKind::Nccl || resolve_backend(rc.backend) == "cuda", ErrorKind::Usage,
              "--comm nccl needs the CUDA backend");
 }
 
 std::unique_ptr<kernels::Backend> make_backend(const RunConfig& rc, const parallel::Grid& grid) {
   check_backend_options(rc);
   if (resolve_backend(rc.backend) == "cuda") {
-    auto be = kernels::make_cuda_backend(grid.local_rank() % kernels::cuda_device_count());
-    be->set_quantized_experts_in_gemm(rc.expert_dequant == "gemm");
+    auto be = kernels::make_cuda_backend(grid.local_rank() % kernels::cuda_device_count(),
+                                         kernels::cuda_options_from_environment());
+    be->set_quantized_experts_in_gemm(rc.expert_dequant == ExpertDequant::Gemm);
     return be;
   }
   int threads = rc.threads;
@@ -72,12 +68,10 @@ bool tp_group_shares_a_gpu(const parallel::Grid& grid, const kernels::Backend& b
 
 std::unique_ptr<parallel::Communicator> make_communicator(const RunConfig& rc, const parallel::Grid& grid,
                                                           kernels::Backend& backend) {
-  E3_REQUIRE(rc.comm == "auto" || rc.comm == "nccl" || rc.comm == "mpi", ErrorKind::Usage,
-             "--comm must be auto, nccl or mpi, not '{}'", rc.comm);
   const bool gpu = backend.name() == "cuda";
   const int gpus = kernels::cuda_device_count();
   const bool shared_gpu = gpu && tp_group_shares_a_gpu(grid, backend);
-  if (rc.comm == "nccl") {
+  if (rc.comm == CommKind::Nccl) {
     E3_REQUIRE(gpu, ErrorKind::Usage, "--comm nccl needs the CUDA backend");
     E3_REQUIRE(!shared_gpu, ErrorKind::Usage,
                "--comm nccl needs one GPU per rank, but ranks of a TP group share a GPU ({} ranks on {} see {} GPU{}); "
@@ -85,7 +79,7 @@ std::unique_ptr<parallel::Communicator> make_communicator(const RunConfig& rc, c
                grid.local_size(), grid.host(), gpus, gpus == 1 ? "" : "s");
     return parallel::make_nccl_communicator(grid.tp_comm(), backend);
   }
-  if (rc.comm == "auto" && gpu && !shared_gpu && grid.tp_size() > 1)
+  if (rc.comm == CommKind::Auto && gpu && !shared_gpu && grid.tp_size() > 1)
     return parallel::make_nccl_communicator(grid.tp_comm(), backend);
   if (gpu && grid.tp_size() > 1 && grid.is_leader())
     spdlog::warn("tensor parallelism over MPI through host memory ({} ranks see {} GPU{} on {}): correct, but slow",

@@ -11,8 +11,8 @@
 namespace e3::jobs {
 
 // The name of the backend --backend resolves to on this machine ("cpu" or "cuda").
-std::string resolve_backend(const std::string& requested);
-// Usage errors of --backend, --comm and --expert-dequant, found without creating anything.
+std::string resolve_backend(BackendKind requested);
+// Usage errors of --backend and --comm together, found without creating anything.
 void check_backend_options(const RunConfig& rc);
 // CPU: threads shared among the node's ranks. CUDA: GPU local_rank % visible GPUs.
 std::unique_ptr<kernels::Backend> make_backend(const RunConfig& rc, const parallel::Grid& grid);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "jobs/option_names.h"
 #include "parallel/mpi_env.h"
 
 namespace e3::jobs {
@@ -17,9 +18,9 @@ struct BenchOptions {
   int iters = 5;
   int warmup = 2;
   int64_t num_layers = 0;        // > 0: override num_hidden_layers
-  std::string backend = "auto";
-  std::string comm = "auto";
-  std::string expert_dequant = "scratch";  // scratch | gemm, as for a run
+  BackendKind backend = BackendKind::Auto;
+  CommKind comm = CommKind::Auto;
+  ExpertDequant expert_dequant = ExpertDequant::Scratch;  // as for a run
   std::filesystem::path out;     // when set, also time end to end with HDF5 shards written here
   std::string dtype = "bf16";    // the storage dtype of the shards written under `out`
 };

@@ -10,13 +10,15 @@
 
 namespace e3::jobs {
 
-spdlog::level::level_enum parse_log_level(const std::string& name) {
-  if (name == "trace") return spdlog::level::trace;
-  if (name == "debug") return spdlog::level::debug;
-  if (name == "info") return spdlog::level::info;
-  if (name == "warn") return spdlog::level::warn;
-  if (name == "error") return spdlog::level::err;
-  E3_THROW(ErrorKind::Usage, "--log-level must be trace, debug, info, warn or error, not '{}'", name);
+spdlog::level::level_enum spdlog_level(LogLevel level) {
+  switch (level) {
+    case LogLevel::Trace: return spdlog::level::trace;
+    case LogLevel::Debug: return spdlog::level::debug;
+    case LogLevel::Info: return spdlog::level::info;
+    case LogLevel::Warn: return spdlog::level::warn;
+    case LogLevel::Error: return spdlog::level::err;
+  }
+  E3_THROW(ErrorKind::Internal, "log level {}", static_cast<int>(level));
 }
 
 void install_rank_logger(const std::string& tag, spdlog::level::level_enum level,

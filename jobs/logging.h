@@ -8,10 +8,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include "jobs/option_names.h"
+
 namespace e3::jobs {
 
-// Throws a usage error for anything but trace|debug|info|warn|error.
-spdlog::level::level_enum parse_log_level(const std::string& name);
+// --log-level as spdlog's level.
+spdlog::level::level_enum spdlog_level(LogLevel level);
 
 // Creates the logger and makes it spdlog's default, so every library logs through it. With a
 // `log_file`, every line also goes there (appended, so a resumed run adds to its history).

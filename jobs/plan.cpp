@@ -86,21 +86,40 @@ WorkPlan make_plan(const io::Dataset& data, const ShardLimits& limits, int dp_si
   return plan;
 }
 
+StepPacker::StepPacker(const std::vector<io::SampleRecord>& samples, std::vector<const ShardPlan*> shards,
+                       int64_t budget)
+    : samples_(samples),
+      shards_(std::move(shards)),
+      budget_(budget),
+      sample_pos_(shards_.empty() ? 0 : shards_[0]->first_sample) {}
+
+std::vector<StepPacker::Item> StepPacker::next() {
+  std::vector<Item> step;
+  int64_t tokens = 0;
+  while (shard_pos_ < shards_.size()) {
+    const ShardPlan* s = shards_[shard_pos_];
+    if (sample_pos_ >= s->end_sample) {
+      if (++shard_pos_ < shards_.size()) sample_pos_ = shards_[shard_pos_]->first_sample;
+      continue;
+    }
+    const io::SampleRecord& r = samples_[static_cast<size_t>(sample_pos_)];
+    if (r.skipped) {
+      ++sample_pos_;
+      continue;
+    }
+    if (tokens > 0 && tokens + r.num_tokens > budget_) break;
+    step.push_back({&r, s});
+    tokens += r.num_tokens;
+    ++sample_pos_;
+  }
+  return step;
+}
+
 std::vector<int64_t> steps_per_group(const WorkPlan& plan, const io::Dataset& data, int dp_size, int64_t budget) {
   std::vector<int64_t> steps(static_cast<size_t>(dp_size), 0);
   for (int g = 0; g < dp_size; ++g) {
-    int64_t tokens = 0;  // tokens of the step being filled, as the extraction loop fills it
-    for (const ShardPlan* s : plan.pending_for(g))
-      for (int64_t i = s->first_sample; i < s->end_sample; ++i) {
-        const io::SampleRecord& r = data.samples()[static_cast<size_t>(i)];
-        if (r.skipped) continue;
-        if (tokens > 0 && tokens + r.num_tokens > budget) {
-          ++steps[static_cast<size_t>(g)];
-          tokens = 0;
-        }
-        tokens += r.num_tokens;
-      }
-    if (tokens > 0) ++steps[static_cast<size_t>(g)];
+    StepPacker packer(data.samples(), plan.pending_for(g), budget);
+    while (!packer.next().empty()) ++steps[static_cast<size_t>(g)];
   }
   return steps;
 }

@@ -63,6 +63,28 @@ std::vector<std::pair<int64_t, int64_t>> shard_ranges(const io::Dataset& data, c
 // every rank and every rerun.
 WorkPlan make_plan(const io::Dataset& data, const ShardLimits& limits, int dp_size, const std::set<int64_t>& committed,
                    const io::Part& part = {});
+// The one rule that packs a DP group's samples into forward steps: whole samples, in plan
+// order, skipped ones left out, each step up to `budget` tokens (one sample alone may fill a
+// step). The extraction loop walks it and steps_per_group counts with it: were there two
+// rules, ranks could walk different step counts and hang in a collective.
+class StepPacker {
+ public:
+  struct Item {
+    const io::SampleRecord* record;
+    const ShardPlan* shard;
+  };
+  StepPacker(const std::vector<io::SampleRecord>& samples, std::vector<const ShardPlan*> shards, int64_t budget);
+  // The samples of the next step; empty once every sample is packed.
+  std::vector<Item> next();
+
+ private:
+  const std::vector<io::SampleRecord>& samples_;
+  std::vector<const ShardPlan*> shards_;
+  int64_t budget_;
+  size_t shard_pos_ = 0;
+  int64_t sample_pos_ = 0;
+};
+
 // The steps each DP group's shards take under the token budget (lockstep needs the longest).
 std::vector<int64_t> steps_per_group(const WorkPlan& plan, const io::Dataset& data, int dp_size, int64_t budget);
 

@@ -61,6 +61,29 @@ uint64_t parse_byte_size(const std::string& text, const char* option) {
   return value << shift;
 }
 
+namespace {
+
+// A test-only variable: "" or unset is nullopt; anything but a whole number >= 0 is refused.
+std::optional<int64_t> env_index(const Getenv& getenv, const char* name) {
+  const std::optional<std::string> v = getenv(name);
+  if (!v || v->empty()) return std::nullopt;
+  int64_t value = -1;
+  const auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), value);
+  E3_REQUIRE(ec == std::errc() && ptr == v->data() + v->size() && value >= 0, ErrorKind::Usage,
+             "{}='{}': expected a whole number >= 0", name, *v);
+  return value;
+}
+
+}  // namespace
+
+FaultInjection fault_injection_from(const Getenv& getenv) {
+  FaultInjection f;
+  f.fail_at_sample = env_index(getenv, "E3_FAIL_AT_SAMPLE").value_or(-1);
+  f.rank = static_cast<int>(env_index(getenv, "E3_FAIL_ON_RANK").value_or(0));
+  f.fail_publish_shard = env_index(getenv, "E3_FAIL_PUBLISH_SHARD").value_or(-1);
+  return f;
+}
+
 std::optional<std::string> threads_warning(int threads, int ranks_on_node, int cores) {
   const int64_t wanted = static_cast<int64_t>(threads) * ranks_on_node;
   if (wanted <= cores) return std::nullopt;

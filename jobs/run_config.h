@@ -9,6 +9,8 @@
 
 #include "io/dataset.h"
 #include "io/manifest.h"
+#include "jobs/option_names.h"
+#include "jobs/part.h"
 #include "kernels/dtype.h"
 #include "model/capture.h"
 
@@ -32,6 +34,21 @@ uint64_t parse_byte_size(const std::string& text, const char* option);
 // `cores` cores, or nothing when they fit.
 std::optional<std::string> threads_warning(int threads, int ranks_on_node, int cores);
 
+// Failures on purpose, for the tests that prove a failure ends the job cleanly. Read once,
+// where the run config is built, from E3_FAIL_AT_SAMPLE=k [E3_FAIL_ON_RANK=r] and
+// E3_FAIL_PUBLISH_SHARD=s; never set by users.
+struct FaultInjection {
+  int64_t fail_at_sample = -1;  // world rank `rank` fails before the step holding this sample
+  int rank = 0;
+  int64_t fail_publish_shard = -1;  // the writer's publisher thread throws a std::filesystem_error on it
+
+  bool fails_before(int64_t sample, int world_rank) const {
+    return fail_at_sample >= 0 && sample == fail_at_sample && world_rank == rank;
+  }
+};
+// A value that is not a non-negative integer is a usage error naming the variable.
+FaultInjection fault_injection_from(const Getenv& getenv);
+
 struct RunConfig {
   std::filesystem::path model_dir;
   std::filesystem::path data_path;
@@ -39,8 +56,8 @@ struct RunConfig {
   std::optional<std::vector<int>> layers;  // nullopt: the EAGLE-3 default [2, L/2, L-3]
   model::FinalMode final_mode = model::FinalMode::PostNorm;
   int tp = 0;                              // 0: all ranks
-  std::string backend = "auto";            // auto | cuda | cpu
-  std::string comm = "auto";               // auto | nccl | mpi
+  BackendKind backend = BackendKind::Auto;
+  CommKind comm = CommKind::Auto;
   double collective_timeout_s = 600.0;     // the watchdog's limit for one step
   kernels::DType dtype = kernels::DType::BF16;
   int64_t max_seq_len = 8192;
@@ -50,15 +67,16 @@ struct RunConfig {
   int64_t max_tokens_per_step = 16384;
   int64_t samples_per_shard = 1000;       // an upper bound; --shard-size usually cuts first
   uint64_t shard_size = uint64_t{4} << 30;  // a shard's estimated bytes, at most (one larger sample excepted)
-  std::string log_level = "info";
+  LogLevel log_level = LogLevel::Info;
   std::filesystem::path log_dir;           // also write each rank's lines to a file here
   int threads = 0;                         // CPU backend threads per rank; 0: cores / ranks on the node
   double progress_interval_s = 10.0;
   io::Part part;                           // --part I/P: this job's slice of the shards
   bool part_given = false;
   bool space_check = true;                 // refuse to start when --out lacks room for the output
-  std::string expert_dequant = "scratch";  // scratch | gemm: how kept-quantized experts reach the GEMM
+  ExpertDequant expert_dequant = ExpertDequant::Scratch;
   bool resume_checksums = false;           // read committed shards back and compare their checksums
+  FaultInjection faults;                   // tests only
 };
 
 }  // namespace e3::jobs

@@ -13,12 +13,14 @@
 namespace e3::jobs {
 
 ShardCommitter::ShardCommitter(std::filesystem::path out_dir, io::ShardAttributes attrs,
-                               std::vector<const ShardPlan*> todo, NonfiniteCheck check, OnCommit on_commit)
+                               std::vector<const ShardPlan*> todo, NonfiniteCheck check, OnCommit on_commit,
+                               BeforePublish before_publish)
     : out_dir_(std::move(out_dir)),
       attrs_(std::move(attrs)),
       todo_(std::move(todo)),
       check_(std::move(check)),
       on_commit_(std::move(on_commit)),
+      before_publish_(std::move(before_publish)),
       written_(todo_.size(), 0),
       publisher_([this] { publish_loop(); }) {}
 
@@ -48,6 +50,7 @@ void ShardCommitter::publish_loop() {
       publishing_ = true;
     }
     try {
+      if (before_publish_) before_publish_(shard->shard_index());
       io::CommittedShard c = shard->publish();
       spdlog::debug("committed {} ({} samples)", c.file, c.samples.size());
       if (on_commit_) on_commit_(c);

@@ -43,8 +43,11 @@ struct NonfiniteCheck {
 class ShardCommitter {
  public:
   using OnCommit = std::function<void(const io::CommittedShard&)>;
+  // Runs on the publisher thread before each shard is renamed into place; what it throws fails
+  // the writer as a failed rename would (fault injection).
+  using BeforePublish = std::function<void(int64_t shard_index)>;
   ShardCommitter(std::filesystem::path out_dir, io::ShardAttributes attrs, std::vector<const ShardPlan*> todo,
-                 NonfiniteCheck check, OnCommit on_commit);
+                 NonfiniteCheck check, OnCommit on_commit, BeforePublish before_publish = {});
   ~ShardCommitter();
   void write(const std::vector<StepSample>& samples, const model::StagedCapture& capture, int slot);
   // Waits for the commits under way. With `all_written` (the plan ran to its end) the
@@ -65,6 +68,7 @@ class ShardCommitter {
   std::vector<const ShardPlan*> todo_;
   NonfiniteCheck check_;
   OnCommit on_commit_;
+  BeforePublish before_publish_;
   std::unique_ptr<io::ShardWriter> writer_;
   size_t next_to_close_ = 0;
   std::vector<int64_t> written_;  // per todo entry

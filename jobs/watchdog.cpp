@@ -8,17 +8,9 @@
 #include "parallel/mpi_env.h"
 
 namespace e3::jobs {
-namespace {
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
-Watchdog::Watchdog(parallel::Communicator& comm, double timeout_s, int world_rank)
-    : comm_(comm), timeout_s_(timeout_s), rank_(world_rank), thread_([this] { run(); }) {}
+Watchdog::Watchdog(parallel::Communicator& comm, double timeout_s, int world_rank, Options options)
+    : comm_(comm), timeout_s_(timeout_s), rank_(world_rank), options_(std::move(options)), thread_([this] { run(); }) {}
 
 Watchdog::~Watchdog() {
   {
@@ -29,6 +21,12 @@ Watchdog::~Watchdog() {
   thread_.join();
 }
 
+int64_t Watchdog::now_ns() const {
+  if (options_.now_ns) return options_.now_ns();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 void Watchdog::step_begin(int64_t step) {
   began_ns_.store(now_ns());
   step_.store(step);
@@ -36,7 +34,7 @@ void Watchdog::step_begin(int64_t step) {
 
 void Watchdog::step_end() { step_.store(-1); }
 
-void Watchdog::fail(const std::string& message) {
+void Watchdog::abort_job(const std::string& message) {
   spdlog::critical("rank {}: {}: {}; aborting the job", rank_, kind_name(ErrorKind::Parallel), message);
   spdlog::default_logger()->flush();
   comm_.abort();
@@ -44,15 +42,23 @@ void Watchdog::fail(const std::string& message) {
 }
 
 void Watchdog::run() {
+  const auto poll = std::chrono::duration<double>(options_.poll_s);
   std::unique_lock<std::mutex> lock(mutex_);
-  while (!wake_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stop_; })) {
+  while (!wake_.wait_for(lock, poll, [this] { return stop_; })) {
+    std::string failure;
     const std::string err = comm_.async_error();
-    if (!err.empty()) fail(fmt::format("{} communicator failed: {}", comm_.name(), err));
     const int64_t step = step_.load();
-    if (step >= 0 && static_cast<double>(now_ns() - began_ns_.load()) / 1e9 > timeout_s_)
-      fail(fmt::format("step {} did not finish within --collective-timeout {} s (a collective is stuck; is a peer "
-                       "rank dead?)",
-                       step, timeout_s_));
+    if (!err.empty())
+      failure = fmt::format("{} communicator failed: {}", comm_.name(), err);
+    else if (step >= 0 && static_cast<double>(now_ns() - began_ns_.load()) / 1e9 > timeout_s_)
+      failure = fmt::format("step {} did not finish within --collective-timeout {} s (a collective is stuck; is a "
+                            "peer rank dead?)",
+                            step, timeout_s_);
+    ++checks_;
+    if (failure.empty()) continue;
+    if (!options_.on_failure) abort_job(failure);
+    options_.on_failure(failure);
+    return;  // one failure ends the job: nothing more to watch
   }
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/buffer.h"
+#include "kernels/cuda_options.h"
 #include "kernels/quant.h"
 #include "kernels/tensor.h"
 
@@ -216,6 +217,6 @@ std::unique_ptr<Backend> make_planning_backend(DType compute_dtype);
 // GPUs visible to this process; 0 when the build has no CUDA backend.
 int cuda_device_count();
 // Throws a usage error when the build has no CUDA backend.
-std::unique_ptr<Backend> make_cuda_backend(int device);
+std::unique_ptr<Backend> make_cuda_backend(int device, const CudaOptions& options = {});
 
 }  // namespace e3::kernels

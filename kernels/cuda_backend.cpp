@@ -144,7 +144,7 @@ class OpProfiler {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) : device_(device) {
+  CudaBackend(int device, const CudaOptions& options) : device_(device) {
     E3_CUDA_CHECK(cudaSetDevice(device_));
     E3_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     cudaDeviceProp prop{};
@@ -155,6 +155,8 @@ class CudaBackend final : public Backend {
     E3_REQUIRE(cc_ >= 80, ErrorKind::Usage, "GPU {} ({}) has compute capability {}.{}; the CUDA backend needs 8.0+",
                device_, name_, prop.major, prop.minor);
     hopper_gemm_ = cuda::hopper_grouped_gemm_built(device_);
+    moe_.gemm_variant = cuda::resolve_gemm_variant(options.gemm_variant, hopper_gemm_);
+    moe_.fuse_silu = !options.moe_unfused;
     gemm_ = std::make_unique<cuda::Gemm>();
     ring_ = std::make_unique<UploadRing>();
     E3_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
@@ -317,9 +319,9 @@ class CudaBackend final : public Backend {
   void moe_experts(Tensor x, Tensor ids, Tensor weights, const ExpertStack& experts, Tensor out,
                    Tensor scratch) override {
     if (!profiler_)
-      return cuda::moe_experts(x, ids, weights, experts, out, scratch, hopper_gemm_, experts_in_gemm_, stream_);
+      return cuda::moe_experts(x, ids, weights, experts, out, scratch, moe_, stream_);
     int open = -1;  // each phase timed on its own
-    cuda::moe_experts(x, ids, weights, experts, out, scratch, hopper_gemm_, experts_in_gemm_, stream_,
+    cuda::moe_experts(x, ids, weights, experts, out, scratch, moe_, stream_,
                       [&](const char* phase) {
       if (open >= 0) profiler_->end(open);
       open = phase ? profiler_->begin(phase) : -1;
@@ -336,9 +338,9 @@ class CudaBackend final : public Backend {
   void fill_random_quant(const QuantStack& w, uint64_t seed) override { cuda::fill_random_quant(w, seed, stream_); }
   bool keeps_weights_quantized() const override { return true; }
   bool reads_quantized_experts(const ExpertStack& ex) const override {
-    return cuda::moe_reads_quantized(ex, hopper_gemm_, experts_in_gemm_);
+    return cuda::moe_reads_quantized(ex, moe_);
   }
-  void set_quantized_experts_in_gemm(bool on) override { experts_in_gemm_ = on; }
+  void set_quantized_experts_in_gemm(bool on) override { moe_.experts_in_gemm = on; }
   void dequantize(const QuantStack& w, Tensor out) override {
     Timed t(this, "dequantize");
     cuda::dequantize(w, out, stream_);
@@ -379,7 +381,7 @@ class CudaBackend final : public Backend {
   int device_;
   int cc_ = 0;
   bool hopper_gemm_ = false;  // the sm_90a grouped expert GEMM runs on this GPU
-  bool experts_in_gemm_ = false;  // --expert-dequant gemm
+  cuda::MoeKernelChoice moe_;  // E3_GEMM_VARIANT, E3_MOE_UNFUSED and --expert-dequant
   std::string name_;
   size_t memory_ = 0;
   cudaStream_t stream_ = nullptr;
@@ -407,6 +409,8 @@ int cuda_device_count() {
   return n;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+std::unique_ptr<Backend> make_cuda_backend(int device, const CudaOptions& options) {
+  return std::make_unique<CudaBackend>(device, options);
+}
 
 }  // namespace e3::kernels

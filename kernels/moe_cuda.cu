@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/grouped_gemm_cuda.cuh"
+#include "kernels/moe_scratch.h"
 #include "kernels/ops_cuda.h"
 
 namespace e3::kernels::cuda {
@@ -123,7 +124,7 @@ __global__ void route_kernel(const float* logits, int64_t ls, const float* bias,
 
 // ------------------------------------------------------------------------------------- dispatch
 
-struct Layout {  // the scratch buffer, carved up; R = tokens * min(top_k, local experts)
+struct Layout {  // the scratch buffer, carved up as moe_scratch_layout says
   bf16 *gate_up, *act, *y;
   int32_t *perm_token, *pair_row, *counts, *row_offsets, *tile_offsets;
   float* perm_weight;
@@ -131,30 +132,22 @@ struct Layout {  // the scratch buffer, carved up; R = tokens * min(top_k, local
   size_t bytes;
 };
 
-size_t align256(size_t n) { return (n + 255) / 256 * 256; }
-
 Layout carve(void* base, int64_t tokens, int top_k, int experts, int64_t H, int64_t I, bool quantized) {
-  const auto R = static_cast<size_t>(tokens) * static_cast<size_t>(std::min(top_k, experts));
+  const MoeScratchLayout m = moe_scratch_layout(tokens, top_k, experts, H, I, quantized);
+  char* b = static_cast<char*>(base);
   Layout l{};
-  size_t off = 0;
-  auto take = [&](size_t bytes) {
-    char* p = static_cast<char*>(base) + off;
-    off += align256(bytes);
-    return p;
-  };
-  l.gate_up = reinterpret_cast<bf16*>(take(R * 2 * I * 2));
-  l.act = reinterpret_cast<bf16*>(take(R * I * 2));
-  l.y = reinterpret_cast<bf16*>(take(R * H * 2));
-  l.perm_token = reinterpret_cast<int32_t*>(take(R * 4));
-  l.perm_weight = reinterpret_cast<float*>(take(R * 4));
-  l.pair_row = reinterpret_cast<int32_t*>(take(static_cast<size_t>(tokens) * top_k * 4));
-  l.counts = reinterpret_cast<int32_t*>(take(static_cast<size_t>(experts) * 4));
-  l.row_offsets = reinterpret_cast<int32_t*>(take(static_cast<size_t>(experts + 1) * 4));
-  l.tile_offsets = reinterpret_cast<int32_t*>(take(static_cast<size_t>(experts + 1) * 4));
-  const size_t expert_elems = quantized ? static_cast<size_t>(experts) * static_cast<size_t>(H * I) : 0;
-  l.deq_gate_up = reinterpret_cast<bf16*>(take(expert_elems * 2 * 2));
-  l.deq_down = reinterpret_cast<bf16*>(take(expert_elems * 2));
-  l.bytes = off;
+  l.gate_up = reinterpret_cast<bf16*>(b + m.gate_up);
+  l.act = reinterpret_cast<bf16*>(b + m.act);
+  l.y = reinterpret_cast<bf16*>(b + m.y);
+  l.perm_token = reinterpret_cast<int32_t*>(b + m.perm_token);
+  l.perm_weight = reinterpret_cast<float*>(b + m.perm_weight);
+  l.pair_row = reinterpret_cast<int32_t*>(b + m.pair_row);
+  l.counts = reinterpret_cast<int32_t*>(b + m.counts);
+  l.row_offsets = reinterpret_cast<int32_t*>(b + m.row_offsets);
+  l.tile_offsets = reinterpret_cast<int32_t*>(b + m.tile_offsets);
+  l.deq_gate_up = reinterpret_cast<bf16*>(b + m.deq_gate_up);
+  l.deq_down = reinterpret_cast<bf16*>(b + m.deq_down);
+  l.bytes = m.bytes;
   return l;
 }
 
@@ -382,20 +375,7 @@ void launch_grouped(const GroupedArgs& g, int64_t max_rows, cudaStream_t s) {
   E3_CUDA_LAUNCH_CHECK("grouped_gemm");
 }
 
-// The kernel behind the grouped GEMMs (E3_GEMM_VARIANT, to compare them on a device): unset =
-// the Hopper wgmma kernel where it is built for the GPU, else the portable one; 0 = portable
-// BK 32 x 3 stages, 1 = BK 64 x 3, 2 = BK 32 x 4, 3 = BK 64 x 2; 4 = Hopper (an error where
-// it is not available).
-constexpr int kAutoVariant = -1, kHopperVariant = 4;
-
-int gemm_variant(bool hopper_available) {
-  const char* v = std::getenv("E3_GEMM_VARIANT");
-  const int variant = v && *v ? std::atoi(v) : kAutoVariant;
-  E3_REQUIRE(variant != kHopperVariant || hopper_available, ErrorKind::Usage,
-             "E3_GEMM_VARIANT=4 asks for the sm_90a grouped GEMM, which this GPU or build lacks");
-  if (variant == kAutoVariant) return hopper_available ? kHopperVariant : 0;
-  return variant;
-}
+constexpr int kHopperVariant = CudaOptions::kHopperGemmVariant;
 
 template <bool FUSE>
 void grouped_gemm_portable(const GroupedArgs& g, int64_t max_rows, cudaStream_t s, int variant) {
@@ -411,11 +391,6 @@ void grouped_gemm(const GroupedArgs& g, bool fuse, int64_t max_rows, cudaStream_
   if (variant == kHopperVariant) return grouped_gemm_hopper(g, fuse, max_rows, s);
   if (fuse) grouped_gemm_portable<true>(g, max_rows, s, variant);
   else grouped_gemm_portable<false>(g, max_rows, s, variant);
-}
-
-bool fuse_silu() {
-  const char* v = std::getenv("E3_MOE_UNFUSED");
-  return !(v && std::string(v) == "1");
 }
 
 }  // namespace
@@ -439,8 +414,15 @@ void moe_route(Tensor logits, const Tensor* correction_bias, const RouterParams&
   E3_CUDA_LAUNCH_CHECK("moe_route");
 }
 
-bool moe_reads_quantized(const ExpertStack& ex, bool hopper_gemm, bool experts_in_gemm) {
-  return experts_in_gemm && ex.gate_up_q.quantized() && gemm_variant(hopper_gemm) == kHopperVariant &&
+int resolve_gemm_variant(int requested, bool hopper_available) {
+  E3_REQUIRE(requested != kHopperVariant || hopper_available, ErrorKind::Usage,
+             "E3_GEMM_VARIANT=4 asks for the sm_90a grouped GEMM, which this GPU or build lacks");
+  if (requested == CudaOptions::kAutoGemmVariant) return hopper_available ? kHopperVariant : 0;
+  return requested;
+}
+
+bool moe_reads_quantized(const ExpertStack& ex, const MoeKernelChoice& k) {
+  return k.experts_in_gemm && ex.gate_up_q.quantized() && k.gemm_variant == kHopperVariant &&
          grouped_gemm_hopper_reads(ex.gate_up_q) && grouped_gemm_hopper_reads(ex.down_q);
 }
 
@@ -450,13 +432,13 @@ size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape) {
 }
 
 void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& stack, Tensor out,
-                 Tensor scratch, bool hopper_gemm, bool experts_in_gemm, cudaStream_t s, const MoePhaseHook& hook) {
+                 Tensor scratch, const MoeKernelChoice& k, cudaStream_t s, const MoePhaseHook& hook) {
   const int64_t M = x.rows, H = x.cols, I = stack.intermediate;
   const int K = static_cast<int>(topk_ids.cols), E = stack.num_experts;
   const bool quantized = stack.gate_up_q.quantized();
-  const int variant = gemm_variant(hopper_gemm);
+  const int variant = k.gemm_variant;
   // The Hopper GEMM converts quantized B tiles itself: no dequantized copy of the experts.
-  const bool in_gemm = quantized && moe_reads_quantized(stack, hopper_gemm, experts_in_gemm);
+  const bool in_gemm = quantized && moe_reads_quantized(stack, k);
   const Layout l = carve(scratch.data, M, K, E, H, I, quantized && !in_gemm);
   E3_REQUIRE(l.bytes <= scratch.bytes(), ErrorKind::Internal, "moe scratch of {} bytes, {} needed", scratch.bytes(),
              l.bytes);
@@ -498,7 +480,7 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
 
   const GroupedArgs gate_up{x.as<bf16>(), l.perm_token, x.stride, ex.gate_up.as<bf16>(), nullptr, l.row_offsets,
                             l.tile_offsets, E, static_cast<int>(2 * I), static_cast<int>(H)};
-  if (fuse_silu()) {
+  if (k.fuse_silu) {
     mark("moe_gemm_gate_up_silu");  // A rows gathered from x by token, in place; silu(g) * u in the epilogue
     GroupedArgs fused = gate_up;
     fused.c = l.act;

@@ -41,16 +41,23 @@ void moe_route(Tensor logits, const Tensor* correction_bias, const RouterParams&
                Tensor topk_weights, cudaStream_t s);                            // moe_cuda.cu
 // Called at the start of each phase of moe_experts (and with null at the end), for profiling.
 using MoePhaseHook = std::function<void(const char* phase)>;
-// hopper_gemm: the GPU runs the sm_90a grouped GEMM (hopper_grouped_gemm_built).
-// experts_in_gemm: kept-quantized experts are converted inside that GEMM where it can
-// (moe_reads_quantized), instead of being dequantized into the scratch first.
+// The kernels moe_experts runs, fixed when the backend is created.
+struct MoeKernelChoice {
+  int gemm_variant = 0;          // resolve_gemm_variant's: 0-3 portable, 4 the sm_90a wgmma kernel
+  bool fuse_silu = true;         // the silu in the gate/up GEMM's epilogue (not E3_MOE_UNFUSED)
+  bool experts_in_gemm = false;  // kept-quantized experts converted inside the wgmma GEMM where it
+                                 // can (moe_reads_quantized), not dequantized into the scratch first
+};
+// CudaOptions::gemm_variant on a GPU with (hopper_available) or without the sm_90a grouped GEMM
+// (hopper_grouped_gemm_built): auto picks; 4 where it is missing is a usage error.
+int resolve_gemm_variant(int requested, bool hopper_available);  // moe_cuda.cu
 void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& experts, Tensor out,
-                 Tensor scratch, bool hopper_gemm, bool experts_in_gemm, cudaStream_t s,
+                 Tensor scratch, const MoeKernelChoice& kernels, cudaStream_t s,
                  const MoePhaseHook& hook = {});  // moe_cuda.cu
 size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape);         // moe_cuda.cu
 // Whether moe_experts reads these kept-quantized experts directly in its GEMMs (Hopper), so
 // that its scratch needs no dequantized copy of them.
-bool moe_reads_quantized(const ExpertStack& experts, bool hopper_gemm, bool experts_in_gemm);  // moe_cuda.cu
+bool moe_reads_quantized(const ExpertStack& experts, const MoeKernelChoice& kernels);  // moe_cuda.cu
 // Whether `device` is sm_90 and this binary carries the sm_90a image of the wgmma grouped
 // GEMM (grouped_gemm_sm90.cu). Runs a probe kernel and waits for it: call once, at start-up.
 bool hopper_grouped_gemm_built(int device);

@@ -2,6 +2,8 @@
 
 #include "kernels/backend.h"
 #include "kernels/error.h"
+#include "kernels/moe_scratch.h"
+#include "kernels/ops_cpu.h"
 
 namespace e3::kernels {
 namespace {
@@ -42,14 +44,10 @@ class PlanningBackend final : public Backend {
   void silu_mul(Tensor, Tensor, Tensor) override { refuse(); }
   void moe_route(Tensor, const Tensor*, const RouterParams&, Tensor, Tensor) override { refuse(); }
   void moe_experts(Tensor, Tensor, Tensor, const ExpertStack&, Tensor, Tensor) override { refuse(); }
-  // Sized as the CUDA backend sizes it: the planner stands for the GPU in `info`.
+  // Sized as the backend it stands for sizes it: bf16 is the GPU's carve, fp32 the CPU's.
   size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& s) const override {
-    const auto rows = static_cast<size_t>(tokens) * static_cast<size_t>(std::min(s.top_k, s.local_experts));
-    const size_t dequantized = s.quantized ? static_cast<size_t>(s.local_experts) * 3 *
-                                                 static_cast<size_t>(s.hidden * s.intermediate) * dtype_size(dtype_)
-                                           : 0;
-    return rows * static_cast<size_t>(2 * s.hidden + 3 * s.intermediate) * dtype_size(dtype_) +
-           static_cast<size_t>(tokens) * static_cast<size_t>(s.top_k) * 8 + 4096 + dequantized;
+    if (dtype_ != DType::BF16) return cpu::moe_scratch_bytes(tokens, s);
+    return moe_scratch_layout(tokens, s.top_k, s.local_experts, s.hidden, s.intermediate, s.quantized).bytes;
   }
   void mla_expand_kv(Tensor, Tensor, int, int, int, Tensor, Tensor) override { refuse(); }
 

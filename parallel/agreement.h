@@ -1,8 +1,17 @@
-// Agreeing on failure at a point every rank reaches, so that a failure on one rank ends
-// the whole job with that rank's one message instead of a hang or a storm of errors.
+// Agreeing at points every rank reaches: on failure, so that a failure on one rank ends the
+// whole job with that rank's one message instead of a hang or a storm of errors; and on the
+// small facts the extraction loop shares (stop signals, progress, committed shards).
 #pragma once
 
 #include <mpi.h>
+
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "parallel/mpi_env.h"
 
 namespace e3::parallel {
 
@@ -20,5 +29,34 @@ struct PeerFailed {
 
 // Collective over `comm`: every rank passes whether it failed and its exit code.
 Failure agree_on_failure(MPI_Comm comm, bool failed, int code);
+
+// The exit code a failure maps to: an e3::Error's kind, anything else an internal error.
+int failure_exit_code(const std::exception_ptr& failure);
+
+// The failure all ranks agreed was this rank's, rethrown as the one error the job reports:
+// an e3::Error marked agreed; any other exception an agreed internal error with its message.
+[[noreturn]] void rethrow_agreed(const std::exception_ptr& failure);
+
+// Runs `setup` on every rank, then agrees on failure: the lowest failing rank rethrows its
+// error marked agreed; the others throw PeerFailed. Every rank must call it.
+void agreed_phase(const Grid& grid, const std::function<void()>& setup);
+
+struct StepAgreement {
+  int stop_signal = 0;
+  int failed_rank = -1;
+  int code = 0;
+  std::vector<int64_t> samples_by_group, tokens_by_group;
+};
+
+// One all-reduce (max) over the world at a step boundary: any rank's stop signal, the lowest
+// rank that failed (with its exit code), and each group's progress (reported by its writer).
+StepAgreement agree_on_step(const Grid& grid, int stop_signal, const std::exception_ptr& failure, int64_t samples,
+                            int64_t tokens);
+
+// World rank 0's values on every rank.
+std::vector<int64_t> broadcast_indices(const Grid& grid, std::vector<int64_t> values);
+
+// Every rank's text, in rank order, on rank 0 of `comm` (empty elsewhere).
+std::vector<std::string> gather_to_root(MPI_Comm comm, const std::string& mine);
 
 }  // namespace e3::parallel

@@ -345,19 +345,27 @@ TEST_F(CudaKernel, ExpertsOfOneRankMatchTheCpuTwin) {
   // the silu fused into its epilogue; experts with more rows than one 128-row tile, K shorter
   // than one k-tile and longer than the pipeline, N across several column tiles with a
   // partial last one.
-  std::vector<const char*> variants{"0", "1", "2", "3"};
-  if (runs_wgmma(*gpu_)) variants.push_back("4");
-  for (const char* variant : variants)
-    for (const char* unfused : {"0", "1"}) {
-      setenv("E3_GEMM_VARIANT", variant, 1);
-      setenv("E3_MOE_UNFUSED", unfused, 1);
+  std::vector<int> variants{0, 1, 2, 3};
+  if (runs_wgmma(*gpu_)) variants.push_back(CudaOptions::kHopperGemmVariant);
+  for (int variant : variants)
+    for (bool unfused : {false, true}) {
+      gpu_ = make_cuda_backend(0, CudaOptions{variant, unfused});
       SCOPED_TRACE(fmt::format("variant {} unfused {}", variant, unfused));
       check_experts(150, 64, 48);
       check_experts(700, 96, 40);
       check_experts(1100, 328, 200);
     }
-  unsetenv("E3_GEMM_VARIANT");
-  unsetenv("E3_MOE_UNFUSED");
+}
+
+TEST_F(CudaKernel, AskingForTheHopperGemmWhereItIsMissingIsAUsageError) {
+  if (runs_wgmma(*gpu_)) GTEST_SKIP() << "this GPU runs the wgmma grouped GEMM";
+  try {
+    make_cuda_backend(0, CudaOptions{CudaOptions::kHopperGemmVariant, false});
+    FAIL() << "E3_GEMM_VARIANT=4 was accepted";
+  } catch (const e3::Error& e) {
+    EXPECT_EQ(e.kind(), e3::ErrorKind::Usage);
+    EXPECT_NE(std::string(e.what()).find("E3_GEMM_VARIANT"), std::string::npos) << e.what();
+  }
 }
 
 // A quantized stack in host memory (the CPU backend's) and the same bytes on the GPU.
@@ -436,16 +444,14 @@ TEST_F(CudaKernel, QuantizedExpertsMatchTheCpuTwin) {
   struct Case {
     int64_t H, I;
     bool in_gemm;         // --expert-dequant gemm
-    const char* unfused;  // E3_MOE_UNFUSED
+    bool unfused;  // E3_MOE_UNFUSED
   };
-  for (const Case& c : {Case{128, 96, true, "0"}, Case{256, 192, true, "0"}, Case{256, 192, false, "0"},
-                        Case{256, 192, true, "1"}}) {
+  for (const Case& c : {Case{128, 96, true, false}, Case{256, 192, true, false}, Case{256, 192, false, false},
+                        Case{256, 192, true, true}}) {
+    gpu_ = make_cuda_backend(0, CudaOptions{CudaOptions::kAutoGemmVariant, c.unfused});
     gpu_->set_quantized_experts_in_gemm(c.in_gemm);
-    setenv("E3_MOE_UNFUSED", c.unfused, 1);
     check_quantized_experts(c.H, c.I, c.in_gemm);
   }
-  gpu_->set_quantized_experts_in_gemm(false);
-  unsetenv("E3_MOE_UNFUSED");
 }
 
 void CudaKernel::check_quantized_experts(int64_t H, int64_t I, bool want_in_gemm) {

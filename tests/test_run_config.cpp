@@ -1,7 +1,9 @@
-// Command-line values checked in jobs/run_config: the --layers list, --shard-size and the --threads
-// warning.
+// Command-line values checked in jobs/run_config: the --layers list, --shard-size, the --threads
+// warning, and the test-only fault-injection settings read from the environment.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,6 +84,42 @@ TEST(ThreadsWarning, OnlyWhenTheRanksOfANodeWantMoreThreadsThanCores) {
   const auto w2 = threads_warning(3, 4, 8);
   ASSERT_TRUE(w2.has_value());
   EXPECT_TRUE(Contains(*w2, "--threads 3 on each of the 4 ranks of this node is 12 threads for 8 cores"));
+}
+
+}  // namespace
+
+namespace {
+
+using e3::jobs::fault_injection_from;
+
+e3::jobs::FaultInjection faults_of(const std::map<std::string, std::string>& env) {
+  return fault_injection_from([&](const char* name) -> std::optional<std::string> {
+    const auto it = env.find(name);
+    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+  });
+}
+
+TEST(FaultInjection, ReadOnceIntoTheRunConfig) {
+  const e3::jobs::FaultInjection none = faults_of({});
+  EXPECT_FALSE(none.fails_before(0, 0));
+  EXPECT_EQ(none.fail_publish_shard, -1);
+  const e3::jobs::FaultInjection f =
+      faults_of({{"E3_FAIL_AT_SAMPLE", "3"}, {"E3_FAIL_ON_RANK", "2"}, {"E3_FAIL_PUBLISH_SHARD", "5"}});
+  EXPECT_TRUE(f.fails_before(3, 2));
+  EXPECT_FALSE(f.fails_before(3, 0)) << "another rank";
+  EXPECT_FALSE(f.fails_before(4, 2)) << "another sample";
+  EXPECT_EQ(f.fail_publish_shard, 5);
+  EXPECT_TRUE(faults_of({{"E3_FAIL_AT_SAMPLE", "0"}}).fails_before(0, 0)) << "rank 0 by default";
+}
+
+TEST(FaultInjection, ABadValueIsAUsageErrorNamingTheVariable) {
+  for (const char* name : {"E3_FAIL_AT_SAMPLE", "E3_FAIL_ON_RANK", "E3_FAIL_PUBLISH_SHARD"})
+    for (const char* value : {"x", "-1", "3a"}) {
+      const auto e = error_of([&] { faults_of({{name, value}}); });
+      ASSERT_TRUE(e) << name << "=" << value;
+      EXPECT_EQ(e->kind(), ErrorKind::Usage);
+      EXPECT_TRUE(Contains(e->what(), std::string(name) + "='" + value + "'"));
+    }
 }
 
 }  // namespace

@@ -75,7 +75,14 @@ expect_failure 2 "capture id 8 is not below the 8 layers" "$work/out_usage"
 run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --max-seq-len 100 --max-tokens-per-step 50
 expect_failure 2 "--max-tokens-per-step 50 is below --max-seq-len 100" "$work/out_usage"
 run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --expert-dequant fast
-expect_failure 2 "--expert-dequant must be scratch or gemm, not 'fast'" "$work/out_usage"
+expect_failure 2 "--expert-dequant: must be scratch or gemm, not 'fast'" "$work/out_usage"
+# The other named options: CLI11 checks each against its name table, which the error lists.
+run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --backend gpu
+expect_failure 2 "--backend: must be auto, cuda or cpu, not 'gpu'" "$work/out_usage"
+run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --comm nvlink
+expect_failure 2 "--comm: must be auto, nccl or mpi, not 'nvlink'" "$work/out_usage"
+run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --log-level verbose
+expect_failure 2 "--log-level: must be trace, debug, info, warn or error, not 'verbose'" "$work/out_usage"
 # Values that CLI11 alone would take: empty capture ids, zero or negative sizes.
 run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --layers ""
 expect_failure 2 "--layers is empty" "$work/out_usage"

@@ -28,3 +28,19 @@ run 4 "${args[@]}"
 grep -q "done: [0-9] samples computed now, [2-9] done before" "$LOG" || { cat "$LOG"; fail "nothing was kept"; }
 "$E3_BIN" verify "$work/out" > /dev/null || fail "verify after the rerun"
 "$E3_GOLDEN_CHECK" "$work/out" "$model" --layers 2,4,5 --final post-norm --tol 4e-3
+
+# A std::exception (not an e3::Error) from the writer's publisher thread on the last shard
+# surfaces only in the final agreement, after the last step: it is agreed there like a step's
+# failure, one line and the internal error's code, not an MPI_Abort.
+LOG="$work/publish.log"
+export E3_FAIL_PUBLISH_SHARD=3
+run 2 --model "$model" --data "$model/input.jsonl" --out "$work/publish" --tp 2 --samples-per-shard 2 \
+  --max-tokens-per-step 128 --max-seq-len 128
+unset E3_FAIL_PUBLISH_SHARD
+[ "$RC" -eq 1 ] || { cat "$LOG"; fail "publisher failure: exit code $RC, expected 1"; }
+grep -q "critical: rank 0: internal error: .*injected failure publishing a shard" "$LOG" ||
+  { cat "$LOG"; fail "no critical line naming the publisher's failure"; }
+[ "$(grep -c critical "$LOG")" -eq 1 ] || { cat "$LOG"; fail "more than the one root-cause line"; }
+if grep -qi "MPI_ABORT" "$LOG"; then cat "$LOG"; fail "the publisher's failure ended in MPI_Abort"; fi
+[ -e "$work/publish/shard-000002.h5" ] || fail "shard 2, published before the failure, was not kept"
+[ ! -e "$work/publish/shard-000003.h5" ] || fail "the shard whose publishing failed is in place"

@@ -39,7 +39,7 @@ expect_failure 4 "run past the end of the data" "$work/out2"
 cp "$src/model.safetensors" "$m/model.safetensors"
 LOG="$work/dequant.log"
 run 2 "${args[@]}" --out "$work/out2" --expert-dequant sideways
-expect_failure 2 "--expert-dequant must be scratch or gemm, not 'sideways'" "$work/out2"
+expect_failure 2 "--expert-dequant: must be scratch or gemm, not 'sideways'" "$work/out2"
 [ ! -e "$work/out2" ] || fail "a bad --expert-dequant left --out behind"
 
 # Nothing left to do: said before the model would load, with the usual counts.

@@ -1,0 +1,31 @@
+// Tuning knobs of the CUDA backend's MoE kernels, for comparing kernels on a device. Read from
+// the environment once, where the backend is created, so that a bad value is a usage error at
+// start and never a throw in the middle of a step.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace e3::kernels {
+
+struct CudaOptions {
+  // E3_GEMM_VARIANT, the kernel behind the grouped expert GEMMs: kAutoGemmVariant (unset) =
+  // the Hopper wgmma kernel where it is built for the GPU, else the portable one; 0 = portable
+  // BK 32 x 3 stages, 1 = BK 64 x 3, 2 = BK 32 x 4, 3 = BK 64 x 2; 4 = Hopper (a usage error
+  // where it is not available).
+  static constexpr int kAutoGemmVariant = -1, kHopperGemmVariant = 4;
+  int gemm_variant = kAutoGemmVariant;
+  // E3_MOE_UNFUSED=1: the silu of the experts as a kernel of its own after the gate/up GEMM,
+  // instead of in that GEMM's epilogue.
+  bool moe_unfused = false;
+};
+
+using EnvLookup = std::function<std::optional<std::string>(const char*)>;
+// Unset or empty variables keep the defaults; any other value than those above is a usage
+// error naming the variable.
+CudaOptions cuda_options_from(const EnvLookup& getenv);
+// cuda_options_from the process environment.
+CudaOptions cuda_options_from_environment();
+
+}  // namespace e3::kernels

@@ -1,0 +1,57 @@
+// The scratch buffer of the CUDA backend's moe_experts, cut into its pieces. One layout for
+// the CUDA code that carves the buffer and for the planning backend that sizes it for `info`,
+// so that the estimate is what a GPU allocates.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+namespace e3::kernels {
+
+// Byte offsets of each piece from the start of the buffer, each 256-byte aligned. R, the
+// routed rows, is tokens * min(top_k, local experts): a token reaches a local expert at most
+// once. Per routed row: gate|up (2I), silu(gate)*up (I) and the down output (H), in bf16.
+struct MoeScratchLayout {
+  size_t gate_up = 0, act = 0, y = 0;  // bf16 [R, 2I], [R, I], [R, H]
+  size_t perm_token = 0, perm_weight = 0;  // int32 / fp32 [R]: each routed row's token and weight
+  size_t pair_row = 0;                     // int32 [tokens * top_k]: each (token, k) pair's row
+  size_t counts = 0, row_offsets = 0, tile_offsets = 0;  // int32 [E], [E + 1], [E + 1]
+  size_t deq_gate_up = 0, deq_down = 0;  // bf16 [E * 2I, H], [E * H, I] when kept-quantized experts
+                                         // are dequantized into the scratch (empty otherwise)
+  size_t bytes = 0;                      // the whole buffer
+};
+
+constexpr size_t moe_scratch_align(size_t n) { return (n + 255) / 256 * 256; }
+
+constexpr MoeScratchLayout moe_scratch_layout(int64_t tokens, int top_k, int local_experts, int64_t hidden,
+                                              int64_t intermediate, bool dequantized_experts) {
+  constexpr size_t kBf16 = 2, kInt32 = 4, kFp32 = 4;
+  const auto T = static_cast<size_t>(tokens), H = static_cast<size_t>(hidden),
+             I = static_cast<size_t>(intermediate), E = static_cast<size_t>(local_experts),
+             K = static_cast<size_t>(top_k);
+  const size_t R = T * static_cast<size_t>(std::min(top_k, local_experts));
+  const size_t expert_elems = dequantized_experts ? E * H * I : 0;
+  MoeScratchLayout l;
+  size_t off = 0;
+  const auto take = [&off](size_t bytes) {
+    const size_t at = off;
+    off += moe_scratch_align(bytes);
+    return at;
+  };
+  l.gate_up = take(R * 2 * I * kBf16);
+  l.act = take(R * I * kBf16);
+  l.y = take(R * H * kBf16);
+  l.perm_token = take(R * kInt32);
+  l.perm_weight = take(R * kFp32);
+  l.pair_row = take(T * K * kInt32);
+  l.counts = take(E * kInt32);
+  l.row_offsets = take((E + 1) * kInt32);
+  l.tile_offsets = take((E + 1) * kInt32);
+  l.deq_gate_up = take(expert_elems * 2 * kBf16);
+  l.deq_down = take(expert_elems * kBf16);
+  l.bytes = off;
+  return l;
+}
+
+}  // namespace e3::kernels

@@ -1,0 +1,53 @@
+// The CUDA backend's environment knobs, read once where the backend is created: the values
+// they take, and one usage error naming the variable for anything else.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "kernels/cuda_options.h"
+#include "support/test_support.h"
+
+namespace {
+
+using e3::kernels::CudaOptions;
+
+CudaOptions from(const std::map<std::string, std::string>& env) {
+  return e3::kernels::cuda_options_from([&](const char* name) -> std::optional<std::string> {
+    const auto it = env.find(name);
+    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+  });
+}
+
+TEST(CudaOptions, UnsetOrEmptyKeepsTheDefaults) {
+  for (const auto& env : {std::map<std::string, std::string>{},
+                          std::map<std::string, std::string>{{"E3_GEMM_VARIANT", ""}, {"E3_MOE_UNFUSED", ""}}}) {
+    const CudaOptions o = from(env);
+    EXPECT_EQ(o.gemm_variant, CudaOptions::kAutoGemmVariant);
+    EXPECT_FALSE(o.moe_unfused);
+  }
+}
+
+TEST(CudaOptions, ReadsTheVariantAndTheUnfusedSilu) {
+  for (int v = 0; v <= CudaOptions::kHopperGemmVariant; ++v)
+    EXPECT_EQ(from({{"E3_GEMM_VARIANT", std::to_string(v)}}).gemm_variant, v);
+  EXPECT_TRUE(from({{"E3_MOE_UNFUSED", "1"}}).moe_unfused);
+  EXPECT_FALSE(from({{"E3_MOE_UNFUSED", "0"}}).moe_unfused);
+}
+
+TEST(CudaOptions, AnythingElseIsAUsageErrorNamingTheVariable) {
+  for (const std::string value : {"5", "-1", "1x", "hopper"}) {
+    const auto e = e3::test::error_of([&] { from({{"E3_GEMM_VARIANT", value}}); });
+    ASSERT_TRUE(e) << "E3_GEMM_VARIANT=" << value << " was accepted";
+    EXPECT_EQ(e->kind(), e3::ErrorKind::Usage);
+    EXPECT_TRUE(e3::test::Contains(e->what(), "E3_GEMM_VARIANT='" + value + "'"));
+  }
+  for (const char* value : {"yes", "2", "true"}) {
+    const auto e = e3::test::error_of([&] { from({{"E3_MOE_UNFUSED", value}}); });
+    ASSERT_TRUE(e) << "E3_MOE_UNFUSED=" << value << " was accepted";
+    EXPECT_EQ(e->kind(), e3::ErrorKind::Usage);
+    EXPECT_TRUE(e3::test::Contains(e->what(), "E3_MOE_UNFUSED"));
+  }
+}
+
+}  // namespace

@@ -53,6 +53,9 @@ std::string model_info(const InfoOptions& o) {
   line(fmt::format("vocab            {}", c.vocab_size));
   std::string rope = fmt::format("{}, theta {}", c.rope.type, c.rope.theta);
   if (c.rope.type != "default") rope += fmt::format(", factor {}", c.rope.factor);
+  if (c.rope.partial_rotary_factor < 1.0)
+    rope += fmt::format(", partial_rotary_factor {} (the first {} of {} dims of each head)", c.rope.partial_rotary_factor,
+                        static_cast<int64_t>(static_cast<double>(c.head_dim) * c.rope.partial_rotary_factor), c.head_dim);
   if (c.rope.original_max_position_embeddings)
     rope += fmt::format(", original_max_position_embeddings {}", c.rope.original_max_position_embeddings);
   line(fmt::format("rope             {}", rope));

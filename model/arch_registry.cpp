@@ -11,11 +11,12 @@ const ArchDescriptor& qwen3_arch();
 const ArchDescriptor& qwen3_moe_arch();
 const ArchDescriptor& deepseek_v2_arch();
 const ArchDescriptor& deepseek_v3_arch();
+const ArchDescriptor& glm4_moe_arch();
 
 std::span<const ArchDescriptor* const> arch_registry() {
   static const ArchDescriptor* const table[] = {
       &llama_arch(),       &mistral_arch(),     &qwen2_arch(),       &qwen3_arch(),
-      &qwen3_moe_arch(),   &deepseek_v2_arch(), &deepseek_v3_arch(),
+      &qwen3_moe_arch(),   &deepseek_v2_arch(), &deepseek_v3_arch(), &glm4_moe_arch(),
   };
   return table;
 }

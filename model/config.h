@@ -21,6 +21,8 @@ struct ArchDescriptor;
 // The family's short name ("llama", "glm4_moe"), "?" for none.
 const char* family_name(const ArchDescriptor* family);
 
+// The attention variant of a family's layers; kept in ModelConfig too, so that the checks on a
+// config (tensor parallelism, sizes, `info`) need not reach the registry.
 enum class AttentionKind { Gqa, Mla };
 
 // RoPE as the checkpoint declares it, after HF's standardisation of rope_scaling /

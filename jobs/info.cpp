@@ -43,8 +43,8 @@ std::string model_info(const InfoOptions& o) {
     line(fmt::format("moe              {} of {} layers: {} experts ({} per token, intermediate {}), {} shared; "
                      "router {} {}, groups {}/{}, norm_topk_prob {}, scaling {}",
                      moe_layers, c.num_hidden_layers, m.num_experts, m.experts_per_token, m.moe_intermediate_size,
-                     m.n_shared_experts, m.scoring, m.topk_method, m.topk_group, m.n_group, m.norm_topk_prob,
-                     m.routed_scaling_factor));
+                     m.n_shared_experts, model::scoring_name(m.scoring), model::topk_method_name(m.topk_method),
+                     m.topk_group, m.n_group, m.norm_topk_prob, m.routed_scaling_factor));
   }
   if (c.quant.method != model::QuantConfig::Method::None)
     line(fmt::format("quantization     {}: held quantized on the GPU (routed experts, and FP8 linear weights; "
@@ -53,6 +53,9 @@ std::string model_info(const InfoOptions& o) {
   line(fmt::format("vocab            {}", c.vocab_size));
   std::string rope = fmt::format("{}, theta {}", c.rope.type, c.rope.theta);
   if (c.rope.type != "default") rope += fmt::format(", factor {}", c.rope.factor);
+  if (c.rope.partial_rotary_factor < 1.0)
+    rope += fmt::format(", partial_rotary_factor {} (the first {} of {} dims of each head)", c.rope.partial_rotary_factor,
+                        static_cast<int64_t>(static_cast<double>(c.head_dim) * c.rope.partial_rotary_factor), c.head_dim);
   if (c.rope.original_max_position_embeddings)
     rope += fmt::format(", original_max_position_embeddings {}", c.rope.original_max_position_embeddings);
   line(fmt::format("rope             {}", rope));

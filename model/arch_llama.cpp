@@ -1,95 +1,118 @@
-// Llama, Mistral, Qwen2, Qwen3 and Qwen3-MoE: one tensor-name table, GQA attention and a
-// SwiGLU MLP or (Qwen3-MoE) routed experts. The differences are flags of the config (biases,
+// Llama, Mistral, Qwen2, Qwen3 and Qwen3-MoE: GQA attention and a SwiGLU MLP or (Qwen3-MoE)
+// routed experts. The families differ in their config classes' keys and defaults (biases,
 // q/k norm, sliding window, head_dim, which layers are MoE).
-#include <fmt/format.h>
+#include <algorithm>
 
-#include "model/decoder.h"
+#include <nlohmann/json.hpp>
+
+#include "model/arch.h"
 
 namespace e3::model {
 namespace {
 
-// The HF tensor names of the Llama family; "{}" is the layer index.
-struct LlamaNames {
-  static constexpr const char* embed = "model.embed_tokens.weight";
-  static constexpr const char* final_norm = "model.norm.weight";
-  static constexpr const char* input_norm = "model.layers.{}.input_layernorm.weight";
-  static constexpr const char* post_attention_norm = "model.layers.{}.post_attention_layernorm.weight";
-  static constexpr const char* q = "model.layers.{}.self_attn.q_proj";
-  static constexpr const char* k = "model.layers.{}.self_attn.k_proj";
-  static constexpr const char* v = "model.layers.{}.self_attn.v_proj";
-  static constexpr const char* o = "model.layers.{}.self_attn.o_proj";
-  static constexpr const char* q_norm = "model.layers.{}.self_attn.q_norm.weight";
-  static constexpr const char* k_norm = "model.layers.{}.self_attn.k_norm.weight";
-  static constexpr const char* gate = "model.layers.{}.mlp.gate_proj";
-  static constexpr const char* up = "model.layers.{}.mlp.up_proj";
-  static constexpr const char* down = "model.layers.{}.mlp.down_proj";
-  static constexpr const char* router = "model.layers.{}.mlp.gate.weight";
-  static constexpr const char* experts = "model.layers.{}.mlp.experts.{{}}";  // then the expert id
-};
+using nlohmann::json;
 
-std::string at(const char* pattern, int64_t layer) { return fmt::format(fmt::runtime(pattern), layer); }
+// Qwen's sliding window: only with use_sliding_window, from layer max_window_layers on.
+void parse_qwen_sliding(const json& doc, const ConfigKeys& k, ModelConfig& c) {
+  if (!k.boolean_or("use_sliding_window", false)) return;
+  const int64_t size = doc.contains("sliding_window") ? k.integer_or("sliding_window", 0) : 4096;
+  parse_sliding_window(doc, k, size, k.integer_or("max_window_layers", 28), c);
+}
+
+void parse_llama(const json&, const ConfigKeys& k, ModelConfig& c) {
+  c.qkv_bias = c.o_bias = k.boolean_or("attention_bias", false);
+  c.mlp_bias = k.boolean_or("mlp_bias", false);
+}
+
+void parse_mistral(const json& doc, const ConfigKeys& k, ModelConfig& c) {
+  // HF's MistralConfig defaults sliding_window to 4096 when the key is absent; null disables it.
+  const int64_t size = doc.contains("sliding_window") ? k.integer_or("sliding_window", 0) : 4096;
+  parse_sliding_window(doc, k, size, 0, c);
+}
+
+void parse_qwen2(const json& doc, const ConfigKeys& k, ModelConfig& c) {
+  c.qkv_bias = true;
+  parse_qwen_sliding(doc, k, c);
+}
+
+void parse_qwen3_attention(const json& doc, const ConfigKeys& k, ModelConfig& c) {
+  c.qkv_bias = c.o_bias = k.boolean_or("attention_bias", false);
+  c.qk_norm = true;
+  parse_qwen_sliding(doc, k, c);
+}
+
+void parse_qwen3(const json& doc, const ConfigKeys& k, ModelConfig& c) {
+  // Qwen3's config class defaults head_dim to 128 rather than deriving it.
+  if (!k.has("head_dim")) c.head_dim = 128;
+  parse_qwen3_attention(doc, k, c);
+}
+
+void parse_qwen3_moe(const json& doc, const ConfigKeys& k, ModelConfig& c) {
+  parse_qwen3_attention(doc, k, c);
+  MoeConfig& m = c.moe;
+  m.num_experts = k.size_or("num_experts", 128, kMaxExperts);
+  m.experts_per_token = k.size_or("num_experts_per_tok", 8, kMaxExperts);
+  m.moe_intermediate_size = k.size_or("moe_intermediate_size", 768, kMaxIntermediate);
+  m.norm_topk_prob = k.boolean_or("norm_topk_prob", false);
+  m.scoring = Scoring::Softmax;
+  m.topk_method = TopkMethod::Greedy;
+  const int64_t step = k.integer_or("decoder_sparse_step", 1);
+  E3_REQUIRE(step > 0, ErrorKind::Model, "{}: decoder_sparse_step must be positive", k.where());
+  std::vector<int64_t> dense_only;
+  if (doc.contains("mlp_only_layers") && doc["mlp_only_layers"].is_array())
+    for (const json& v : doc["mlp_only_layers"]) {
+      E3_REQUIRE(v.is_number_integer(), ErrorKind::Model, "{}: 'mlp_only_layers' holds {}, not a layer index",
+                 k.where(), kernels::json_excerpt(v));
+      dense_only.push_back(v.get<int64_t>());
+    }
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    m.layer_is_moe[static_cast<size_t>(l)] = std::find(dense_only.begin(), dense_only.end(), l) == dense_only.end() &&
+                                             m.num_experts > 0 && (l + 1) % step == 0;
+  check_moe(k, m);
+}
+
+ArchDescriptor gqa_family(const char* name, std::vector<std::string_view> architectures,
+                          std::vector<std::string_view> model_types,
+                          void (*parse)(const json&, const ConfigKeys&, ModelConfig&)) {
+  ArchDescriptor d;
+  d.family = name;
+  d.architectures = std::move(architectures);
+  d.model_types = std::move(model_types);
+  d.attention = AttentionKind::Gqa;
+  d.parse = parse;
+  d.attention_block = gqa_attention_block;
+  return d;
+}
 
 }  // namespace
 
-DecoderParts build_llama_family(const ModelConfig& c, TpSlice tp, WeightLoader& loader) {
-  using N = LlamaNames;
-  const int64_t H = c.hidden_size;
-  DecoderParts parts;
-  parts.rope = compute_rope_frequencies(c.rope, static_cast<int>(c.head_dim), c.max_position_embeddings);
-  parts.embed = loader.load(WeightSpec::replicated(N::embed, {c.vocab_size, H}));
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    DecoderLayer layer;
-    layer.input_norm = loader.load(WeightSpec::replicated(at(N::input_norm, l), {H}));
-    layer.post_attention_norm = loader.load(WeightSpec::replicated(at(N::post_attention_norm, l), {H}));
-
-    GqaShape gs;
-    gs.hidden = H;
-    gs.num_heads = c.num_attention_heads;
-    gs.num_kv_heads = c.num_key_value_heads;
-    gs.head_dim = c.head_dim;
-    gs.rot_dim = parts.rope.rot_dim;
-    gs.sliding_window = c.sliding_window[static_cast<size_t>(l)];
-    gs.norm_eps = static_cast<float>(c.rms_norm_eps);
-    gs.qkv_bias = c.qkv_bias;
-    gs.o_bias = c.o_bias;
-    gs.qk_norm = c.qk_norm;
-    GqaNames gn{at(N::q, l), at(N::k, l), at(N::v, l), at(N::o, l), at(N::q_norm, l), at(N::k_norm, l)};
-    layer.attention = make_gqa_attention(gs, gn, tp, loader, parts.needs);
-
-    if (c.moe.num_experts > 0 && c.moe.layer_is_moe[static_cast<size_t>(l)]) {
-      MoeShape ms;
-      ms.hidden = H;
-      ms.num_experts = c.moe.num_experts;
-      ms.intermediate = c.moe.moe_intermediate_size;
-      ms.router = router_params(c.moe);
-      MoeNames mn;
-      mn.gate = at(N::router, l);
-      mn.expert = at(N::experts, l);
-      layer.ffn = make_moe(ms, mn, tp, loader, parts.needs);
-    } else {
-      MlpShape ms{H, c.intermediate_size, c.mlp_bias};
-      MlpNames mn{at(N::gate, l), at(N::up, l), at(N::down, l)};
-      layer.ffn = make_swiglu_mlp(ms, mn, tp, loader, parts.needs);
-    }
-    parts.layers.push_back(std::move(layer));
-  }
-  parts.final_norm = loader.load(WeightSpec::replicated(N::final_norm, {H}));
-  return parts;
+const ArchDescriptor& llama_arch() {
+  static const ArchDescriptor d = gqa_family("llama", {"LlamaForCausalLM"}, {"llama"}, parse_llama);
+  return d;
 }
 
-kernels::RouterParams router_params(const MoeConfig& moe) {
-  kernels::RouterParams p;
-  p.num_experts = static_cast<int>(moe.num_experts);
-  p.top_k = static_cast<int>(moe.experts_per_token);
-  p.n_group = static_cast<int>(moe.n_group);
-  p.topk_group = static_cast<int>(moe.topk_group);
-  p.scoring = moe.scoring == "sigmoid" ? kernels::RouterScoring::Sigmoid : kernels::RouterScoring::Softmax;
-  p.select = moe.topk_method == "noaux_tc"               ? kernels::RouterSelect::NoAuxTc
-             : moe.topk_method == "group_limited_greedy" ? kernels::RouterSelect::GroupLimitedGreedy
-                                                         : kernels::RouterSelect::Greedy;
-  p.norm_topk_prob = moe.norm_topk_prob;
-  p.routed_scaling_factor = static_cast<float>(moe.routed_scaling_factor);
-  return p;
+const ArchDescriptor& mistral_arch() {
+  static const ArchDescriptor d = gqa_family("mistral", {"MistralForCausalLM"}, {"mistral"}, parse_mistral);
+  return d;
+}
+
+const ArchDescriptor& qwen2_arch() {
+  static const ArchDescriptor d = gqa_family("qwen2", {"Qwen2ForCausalLM"}, {"qwen2"}, parse_qwen2);
+  return d;
+}
+
+const ArchDescriptor& qwen3_arch() {
+  static const ArchDescriptor d = gqa_family("qwen3", {"Qwen3ForCausalLM"}, {"qwen3"}, parse_qwen3);
+  return d;
+}
+
+const ArchDescriptor& qwen3_moe_arch() {
+  static const ArchDescriptor d = [] {
+    ArchDescriptor a = gqa_family("qwen3_moe", {"Qwen3MoeForCausalLM"}, {"qwen3_moe"}, parse_qwen3_moe);
+    a.experts_key = "num_experts";
+    return a;
+  }();
+  return d;
 }
 
 }  // namespace e3::model

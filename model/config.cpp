@@ -10,209 +10,16 @@
 #include "kernels/error.h"
 #include "kernels/hash.h"
 #include "kernels/json_read.h"
+#include "model/arch.h"
+#include "model/config_keys.h"
 #include "model/safetensors.h"
-#include "model/rope.h"
 
 namespace e3::model {
 namespace {
 
 using nlohmann::json;
 
-// Bounds on the sizes weights and workspaces are allocated from. Each is far above any released
-// model (hidden 16384, intermediate 53248, vocab 256k, 126 layers, 384 experts); together with
-// kMaxParameters they keep every product of sizes well inside 64 bits.
-constexpr int64_t kMaxHidden = int64_t{1} << 20;
-constexpr int64_t kMaxIntermediate = int64_t{1} << 22;
-constexpr int64_t kMaxVocab = int64_t{1} << 24;
-constexpr int64_t kMaxLayers = int64_t{1} << 14;
-constexpr int64_t kMaxHeads = int64_t{1} << 16;
-constexpr int64_t kMaxHeadDim = int64_t{1} << 16;
-constexpr int64_t kMaxExperts = int64_t{1} << 16;
-constexpr double kMaxParameters = 0x1p46;  // 7e13, some 70 times the largest model published
-
-// Typed access to one JSON object with errors that name the file and the key.
-class Keys {
- public:
-  Keys(const json& obj, std::string where) : obj_(obj), where_(std::move(where)) {}
-
-  bool has(const char* key) const { return obj_.contains(key) && !obj_.at(key).is_null(); }
-
-  int64_t integer(const char* key) const {
-    E3_REQUIRE(has(key), ErrorKind::Model, "{}: required key '{}' is missing", where_, key);
-    return integer_or(key, 0);
-  }
-  int64_t integer_or(const char* key, int64_t fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = obj_.at(key);
-    // 2^63 is exact as a double; a float at or past it (1e300) has no int64 value.
-    constexpr double kLimit = 9223372036854775808.0;
-    const bool fits = v.is_number_unsigned()  ? v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)
-                      : v.is_number_integer() ? true
-                      : v.is_number_float()   ? v.get<double>() == std::floor(v.get<double>()) &&
-                                                  std::fabs(v.get<double>()) < kLimit
-                                              : false;
-    E3_REQUIRE(fits, ErrorKind::Model, "{}: '{}' must be an integer, got {}", where_, key, kernels::json_excerpt(v));
-    return v.is_number_integer() ? v.get<int64_t>() : static_cast<int64_t>(v.get<double>());
-  }
-  int64_t positive(const char* key) const {
-    const int64_t v = integer(key);
-    E3_REQUIRE(v > 0, ErrorKind::Model, "{}: '{}' must be positive, got {}", where_, key, v);
-    return v;
-  }
-  // A size the weights are allocated from: positive and at most `max`, a bound far above any
-  // real model that keeps every product of sizes inside 64 bits.
-  int64_t size(const char* key, int64_t max) const { return bounded(key, positive(key), max); }
-  int64_t size_or(const char* key, int64_t fallback, int64_t max) const {
-    return has(key) ? bounded(key, integer(key), max) : fallback;
-  }
-  int64_t bounded(const char* key, int64_t v, int64_t max) const {
-    E3_REQUIRE(v <= max, ErrorKind::Model, "{}: '{}' is {}, more than this tool accepts (at most {}): is config.json "
-               "corrupt?", where_, key, v, max);
-    return v;
-  }
-  double number_or(const char* key, double fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = obj_.at(key);
-    E3_REQUIRE(v.is_number(), ErrorKind::Model, "{}: '{}' must be a number, got {}", where_, key, kernels::json_excerpt(v));
-    return v.get<double>();
-  }
-  std::optional<double> optional_number(const char* key) const {
-    if (!has(key)) return std::nullopt;
-    return number_or(key, 0.0);
-  }
-  bool boolean_or(const char* key, bool fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = obj_.at(key);
-    E3_REQUIRE(v.is_boolean(), ErrorKind::Model, "{}: '{}' must be true or false, got {}", where_, key, kernels::json_excerpt(v));
-    return v.get<bool>();
-  }
-  std::string string_or(const char* key, const std::string& fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = obj_.at(key);
-    E3_REQUIRE(v.is_string(), ErrorKind::Model, "{}: '{}' must be a string, got {}", where_, key, kernels::json_excerpt(v));
-    // Every string a config holds is a short name; a longer one would only flood messages.
-    E3_REQUIRE(v.get_ref<const std::string&>().size() <= 256, ErrorKind::Model,
-               "{}: '{}' is a string of {} bytes, longer than any name it could hold: {}", where_, key,
-               v.get_ref<const std::string&>().size(), kernels::json_excerpt(v));
-    return v.get<std::string>();
-  }
-  const std::string& where() const { return where_; }
-
- private:
-  const json& obj_;
-  std::string where_;
-};
-
-std::optional<Family> family_of_architecture(const std::string& arch) {
-  if (arch == "LlamaForCausalLM") return Family::Llama;
-  if (arch == "MistralForCausalLM") return Family::Mistral;
-  if (arch == "Qwen2ForCausalLM") return Family::Qwen2;
-  if (arch == "Qwen3ForCausalLM") return Family::Qwen3;
-  if (arch == "Qwen3MoeForCausalLM") return Family::Qwen3Moe;
-  if (arch == "DeepseekV2ForCausalLM") return Family::DeepseekV2;
-  if (arch == "DeepseekV3ForCausalLM") return Family::DeepseekV3;
-  return std::nullopt;
-}
-
-std::optional<Family> family_of_model_type(const std::string& model_type) {
-  if (model_type == "llama") return Family::Llama;
-  if (model_type == "mistral") return Family::Mistral;
-  if (model_type == "qwen2") return Family::Qwen2;
-  if (model_type == "qwen3") return Family::Qwen3;
-  if (model_type == "qwen3_moe") return Family::Qwen3Moe;
-  if (model_type == "deepseek_v2") return Family::DeepseekV2;
-  if (model_type == "deepseek_v3" || model_type == "kimi_k2") return Family::DeepseekV3;
-  return std::nullopt;
-}
-
-Family detect_family(const std::string& arch, const std::string& model_type, const std::string& where) {
-  if (auto f = family_of_architecture(arch)) return *f;
-  // An unrecognised architecture name with a known model_type is still that family.
-  if (auto f = family_of_model_type(model_type)) return *f;
-  E3_THROW(ErrorKind::Model,
-           "{}: unsupported architecture '{}' (model_type '{}'); supported: llama, mistral, qwen2, qwen3, "
-           "qwen3_moe, deepseek_v2, deepseek_v3 (kimi_k2)",
-           where, kernels::clip(arch), model_type);
-}
-
-// DeepSeek's MLA: shapes, the RoPE layout, and the softmax scale HF applies under YaRN.
-MlaConfig parse_mla(const Keys& k, Family family, const RopeConfig& rope) {
-  MlaConfig m;
-  m.q_lora_rank = k.size_or("q_lora_rank", 0, kMaxHidden);
-  m.kv_lora_rank = k.size("kv_lora_rank", kMaxHidden);
-  m.qk_nope_head_dim = k.size("qk_nope_head_dim", kMaxHeadDim);
-  m.qk_rope_head_dim = k.size("qk_rope_head_dim", kMaxHeadDim);
-  m.v_head_dim = k.size("v_head_dim", kMaxHeadDim);
-  // DeepSeek-V2 always pairs (2i, 2i+1) (a complex product); V3 says so in rope_interleave.
-  m.rope_interleave = family == Family::DeepseekV2 ? true : k.boolean_or("rope_interleave", true);
-  m.attention_bias = k.boolean_or("attention_bias", false);
-  E3_REQUIRE(m.q_lora_rank >= 0, ErrorKind::Model, "{}: q_lora_rank must be positive or null", k.where());
-  double scale = 1.0 / std::sqrt(static_cast<double>(m.qk_head_dim()));
-  if (rope.type != "default" && rope.mscale_all_dim && *rope.mscale_all_dim != 0) {
-    const double mscale = yarn_get_mscale(rope.factor, *rope.mscale_all_dim);
-    scale *= mscale * mscale;
-  }
-  m.softmax_scale = scale;
-  return m;
-}
-
-MoeConfig parse_moe(const json& doc, const Keys& k, Family family, int64_t layers) {
-  MoeConfig m;
-  m.layer_is_moe.assign(static_cast<size_t>(layers), false);
-  if (family == Family::Qwen3Moe) {
-    m.num_experts = k.size_or("num_experts", 128, kMaxExperts);
-    m.experts_per_token = k.size_or("num_experts_per_tok", 8, kMaxExperts);
-    m.moe_intermediate_size = k.size_or("moe_intermediate_size", 768, kMaxIntermediate);
-    m.norm_topk_prob = k.boolean_or("norm_topk_prob", false);
-    m.scoring = "softmax";
-    m.topk_method = "greedy";
-    const int64_t step = k.integer_or("decoder_sparse_step", 1);
-    E3_REQUIRE(step > 0, ErrorKind::Model, "{}: decoder_sparse_step must be positive", k.where());
-    std::vector<int64_t> dense_only;
-    if (doc.contains("mlp_only_layers") && doc["mlp_only_layers"].is_array())
-      for (const json& v : doc["mlp_only_layers"]) {
-        E3_REQUIRE(v.is_number_integer(), ErrorKind::Model, "{}: 'mlp_only_layers' holds {}, not a layer index",
-                   k.where(), kernels::json_excerpt(v));
-        dense_only.push_back(v.get<int64_t>());
-      }
-    for (int64_t l = 0; l < layers; ++l)
-      m.layer_is_moe[static_cast<size_t>(l)] =
-          std::find(dense_only.begin(), dense_only.end(), l) == dense_only.end() && m.num_experts > 0 &&
-          (l + 1) % step == 0;
-  } else {
-    const bool v3 = family == Family::DeepseekV3;
-    m.num_experts = k.size_or("n_routed_experts", v3 ? 256 : 64, kMaxExperts);
-    m.experts_per_token = k.size_or("num_experts_per_tok", 0, kMaxExperts);
-    m.moe_intermediate_size = k.size_or("moe_intermediate_size", v3 ? 2048 : 1407, kMaxIntermediate);
-    m.n_shared_experts = k.size_or("n_shared_experts", v3 ? 1 : 2, kMaxExperts);
-    m.scoring = k.string_or("scoring_func", v3 ? "sigmoid" : "softmax");
-    m.topk_method = k.string_or("topk_method", v3 ? "noaux_tc" : "greedy");
-    m.n_group = k.integer_or("n_group", 1);
-    m.topk_group = k.integer_or("topk_group", 1);
-    m.norm_topk_prob = k.boolean_or("norm_topk_prob", v3);
-    m.routed_scaling_factor = k.number_or("routed_scaling_factor", v3 ? 2.5 : 1.0);
-    const int64_t first_dense = k.integer_or("first_k_dense_replace", v3 ? 3 : 0);
-    const int64_t freq = k.integer_or("moe_layer_freq", 1);
-    E3_REQUIRE(freq > 0, ErrorKind::Model, "{}: moe_layer_freq must be positive", k.where());
-    for (int64_t l = 0; l < layers; ++l)
-      m.layer_is_moe[static_cast<size_t>(l)] = m.num_experts > 0 && l >= first_dense && l % freq == 0;
-  }
-  if (m.num_experts == 0) return m;
-  E3_REQUIRE(m.scoring == "softmax" || m.scoring == "sigmoid", ErrorKind::Model,
-             "{}: scoring_func '{}' is not supported (softmax, sigmoid)", k.where(), m.scoring);
-  E3_REQUIRE(m.topk_method == "greedy" || m.topk_method == "group_limited_greedy" || m.topk_method == "noaux_tc",
-             ErrorKind::Model, "{}: topk_method '{}' is not supported (greedy, group_limited_greedy, noaux_tc)",
-             k.where(), m.topk_method);
-  E3_REQUIRE(m.experts_per_token > 0 && m.experts_per_token <= m.num_experts && m.moe_intermediate_size > 0,
-             ErrorKind::Model, "{}: num_experts_per_tok {} and moe_intermediate_size {} must be positive (experts {})",
-             k.where(), m.experts_per_token, m.moe_intermediate_size, m.num_experts);
-  E3_REQUIRE(m.n_group > 0 && m.num_experts % m.n_group == 0 && m.topk_group > 0 && m.topk_group <= m.n_group,
-             ErrorKind::Model, "{}: n_group {} must divide the {} experts and topk_group {} must be in [1, n_group]",
-             k.where(), m.n_group, m.num_experts, m.topk_group);
-  return m;
-}
-
-RopeConfig parse_rope(const json& doc, const Keys& top, int64_t max_pos) {
+RopeConfig parse_rope(const json& doc, const ConfigKeys& top, int64_t max_pos) {
   // HF's priority: a truthy rope_scaling, else rope_parameters; theta from inside, else top level.
   const json empty = json::object();
   const json* params = &empty;
@@ -220,7 +27,7 @@ RopeConfig parse_rope(const json& doc, const Keys& top, int64_t max_pos) {
     params = &doc["rope_scaling"];
   else if (doc.contains("rope_parameters") && doc["rope_parameters"].is_object())
     params = &doc["rope_parameters"];
-  const Keys rp(*params, top.where() + " rope parameters");
+  const ConfigKeys rp(*params, top.where() + " rope parameters");
 
   RopeConfig r;
   r.theta = rp.has("rope_theta") ? rp.number_or("rope_theta", 0) : top.number_or("rope_theta", 10000.0);
@@ -270,47 +77,7 @@ RopeConfig parse_rope(const json& doc, const Keys& top, int64_t max_pos) {
   return r;
 }
 
-std::vector<int64_t> parse_sliding(const json& doc, const Keys& k, Family family, int64_t layers) {
-  std::vector<int64_t> window(static_cast<size_t>(layers), 0);
-  int64_t size = 0;
-  std::vector<bool> sliding(static_cast<size_t>(layers), false);
-  if (family == Family::Mistral) {
-    // HF's MistralConfig defaults sliding_window to 4096 when the key is absent; null disables it.
-    size = doc.contains("sliding_window") ? k.integer_or("sliding_window", 0) : 4096;
-    sliding.assign(sliding.size(), size > 0);
-  } else if (family == Family::Qwen2 || family == Family::Qwen3 || family == Family::Qwen3Moe) {
-    if (k.boolean_or("use_sliding_window", false)) {
-      size = doc.contains("sliding_window") ? k.integer_or("sliding_window", 0) : 4096;
-      const int64_t first = k.integer_or("max_window_layers", 28);
-      for (int64_t i = 0; i < layers; ++i) sliding[static_cast<size_t>(i)] = size > 0 && i >= first;
-    }
-  }
-  if (doc.contains("layer_types") && doc["layer_types"].is_array() && size > 0) {
-    const json& types = doc["layer_types"];
-    E3_REQUIRE(static_cast<int64_t>(types.size()) == layers, ErrorKind::Model,
-               "{}: layer_types has {} entries for {} layers", k.where(), types.size(), layers);
-    for (int64_t i = 0; i < layers; ++i)
-      sliding[static_cast<size_t>(i)] = types[static_cast<size_t>(i)] == "sliding_attention";
-  }
-  for (int64_t i = 0; i < layers; ++i)
-    if (sliding[static_cast<size_t>(i)]) window[static_cast<size_t>(i)] = size;
-  return window;
-}
-
 }  // namespace
-
-const char* family_name(Family f) {
-  switch (f) {
-    case Family::Llama: return "llama";
-    case Family::Mistral: return "mistral";
-    case Family::Qwen2: return "qwen2";
-    case Family::Qwen3: return "qwen3";
-    case Family::Qwen3Moe: return "qwen3_moe";
-    case Family::DeepseekV2: return "deepseek_v2";
-    case Family::DeepseekV3: return "deepseek_v3";
-  }
-  return "?";
-}
 
 std::string QuantConfig::describe() const {
   switch (method) {
@@ -326,7 +93,7 @@ namespace {
 QuantConfig parse_fp8(const json& q, const std::string& where) {
   QuantConfig c;
   c.method = QuantConfig::Method::Fp8Block;
-  const Keys k(q, where + " quantization_config");
+  const ConfigKeys k(q, where + " quantization_config");
   const std::string fmt_name = k.string_or("fmt", "e4m3");
   E3_REQUIRE(fmt_name == "e4m3", ErrorKind::Model, "{} quantization_config: fp8 fmt '{}' is not supported (only e4m3)",
              where, fmt_name);
@@ -346,7 +113,7 @@ QuantConfig parse_compressed_tensors(const json& q, const std::string& where) {
   const std::string at = where + " quantization_config";
   QuantConfig c;
   c.method = QuantConfig::Method::Int4Pack;
-  const std::string format = Keys(q, at).string_or("format", "");
+  const std::string format = ConfigKeys(q, at).string_or("format", "");
   E3_REQUIRE(format == "pack-quantized", ErrorKind::Model,
              "{}: compressed-tensors format '{}' is not supported (only pack-quantized int4)", at, format);
   E3_REQUIRE(q.contains("config_groups") && q["config_groups"].is_object() && !q["config_groups"].empty(),
@@ -357,7 +124,7 @@ QuantConfig parse_compressed_tensors(const json& q, const std::string& where) {
     E3_REQUIRE(group.is_object() && group.contains("weights") && group["weights"].is_object(), ErrorKind::Model,
                "{}: no weights scheme", g);
     const json& w = group["weights"];
-    const Keys k(w, g + ".weights");
+    const ConfigKeys k(w, g + ".weights");
     const int64_t bits = k.integer_or("num_bits", 0);
     E3_REQUIRE(bits == 4, ErrorKind::Model, "{}.weights: num_bits {} is not supported (only 4)", g, bits);
     const std::string type = k.string_or("type", "int");
@@ -386,7 +153,7 @@ QuantConfig parse_quant(const json& text, const json& whole, const std::string& 
   else if (whole.contains("quantization_config")) q = &whole["quantization_config"];
   if (!q || q->is_null()) return {};
   E3_REQUIRE(q->is_object(), ErrorKind::Model, "{}: quantization_config is not an object", where);
-  const std::string method = Keys(*q, where + " quantization_config").string_or("quant_method", "");
+  const std::string method = ConfigKeys(*q, where + " quantization_config").string_or("quant_method", "");
   if (method == "fp8") return parse_fp8(*q, where);
   if (method == "compressed-tensors") return parse_compressed_tensors(*q, where);
   E3_THROW(ErrorKind::Model, "{}: quantization_config.quant_method '{}' is not supported (fp8 block-scaled or "
@@ -432,15 +199,18 @@ ModelConfig parse_config(const json& whole, const std::filesystem::path& source)
   // A multimodal wrapper (Kimi-K2.5) keeps the text model's config in text_config and its
   // tensors under language_model.
   const json* text = &whole;
-  if (!family_of_architecture(c.architecture) && whole.contains("text_config") && whole["text_config"].is_object()) {
+  if (!find_arch(c.architecture, "") && whole.contains("text_config") && whole["text_config"].is_object()) {
     text = &whole["text_config"];
     where += " text_config";
     c.tensor_prefix = "language_model.";
   }
   const json& doc = *text;
-  const Keys k(doc, where);
-  c.model_type = k.string_or("model_type", Keys(whole, where).string_or("model_type", ""));
-  c.family = detect_family(text == &whole ? c.architecture : "", c.model_type, where);
+  const ConfigKeys k(doc, where);
+  c.model_type = k.string_or("model_type", ConfigKeys(whole, where).string_or("model_type", ""));
+  c.family = find_arch(text == &whole ? c.architecture : "", c.model_type);
+  E3_REQUIRE(c.family != nullptr, ErrorKind::Model, "{}: unsupported architecture '{}' (model_type '{}'); supported: {}",
+             where, kernels::clip(c.architecture), c.model_type, supported_model_types());
+  c.attention = c.family->attention;
 
   c.hidden_size = k.size("hidden_size", kMaxHidden);
   c.intermediate_size = k.size("intermediate_size", kMaxIntermediate);
@@ -455,44 +225,20 @@ ModelConfig parse_config(const json& whole, const std::filesystem::path& source)
   const std::string act = k.string_or("hidden_act", "silu");
   E3_REQUIRE(act == "silu" || act == "swish", ErrorKind::Model,
              "{}: hidden_act '{}' is not supported (only silu)", where, act);
+  c.head_dim = k.size_or("head_dim", c.hidden_size / c.num_attention_heads, kMaxHeadDim);
+  c.rope = parse_rope(doc, k, c.max_position_embeddings);
+  c.sliding_window.assign(static_cast<size_t>(c.num_hidden_layers), 0);
+  c.moe.layer_is_moe.assign(static_cast<size_t>(c.num_hidden_layers), false);
 
-  // Qwen3's config class defaults head_dim to 128; the others derive it.
-  const int64_t derived = c.hidden_size / c.num_attention_heads;
-  c.head_dim = k.size_or("head_dim", c.family == Family::Qwen3 ? 128 : derived, kMaxHeadDim);
+  c.family->parse(doc, k, c);
+
   E3_REQUIRE(c.head_dim > 0 && c.num_key_value_heads > 0, ErrorKind::Model,
              "{}: head_dim and num_key_value_heads must be positive", where);
   E3_REQUIRE(c.num_attention_heads % c.num_key_value_heads == 0, ErrorKind::Model,
              "{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", where,
              c.num_attention_heads, c.num_key_value_heads);
-
-  switch (c.family) {
-    case Family::DeepseekV2:
-    case Family::DeepseekV3:
-      break;
-    case Family::Llama:
-      c.qkv_bias = c.o_bias = k.boolean_or("attention_bias", false);
-      c.mlp_bias = k.boolean_or("mlp_bias", false);
-      break;
-    case Family::Mistral:
-      break;
-    case Family::Qwen2:
-      c.qkv_bias = true;
-      break;
-    case Family::Qwen3:
-    case Family::Qwen3Moe:
-      c.qkv_bias = c.o_bias = k.boolean_or("attention_bias", false);
-      c.qk_norm = true;
-      break;
-  }
-  c.sliding_window = parse_sliding(doc, k, c.family, c.num_hidden_layers);
-  c.rope = parse_rope(doc, k, c.max_position_embeddings);
   E3_REQUIRE(c.rope.partial_rotary_factor > 0 && c.rope.partial_rotary_factor <= 1.0, ErrorKind::Model,
              "{}: partial_rotary_factor must be in (0, 1]", where);
-  if (c.is_mla()) {
-    c.mla = parse_mla(k, c.family, c.rope);
-    c.head_dim = c.mla.qk_rope_head_dim;  // as HF: the rotary dimension
-  }
-  if (c.family == Family::Qwen3Moe || c.is_mla()) c.moe = parse_moe(doc, k, c.family, c.num_hidden_layers);
   c.quant = parse_quant(doc, whole, where);
   check_total_size(c, where);
   // The parser bounds the nesting, so this recursive dump stays shallow.
@@ -575,7 +321,7 @@ void check_config_against_checkpoint(const ModelConfig& c, const Checkpoint& ckp
   }
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     if (!is_moe(l)) continue;
-    const char* key = c.family == Family::Qwen3Moe ? "num_experts" : "n_routed_experts";
+    const char* key = c.family ? c.family->experts_key : "n_routed_experts";
     const std::string base = p + fmt::format("model.layers.{}.mlp.experts.{}.down_proj", l, c.moe.num_experts - 1);
     E3_REQUIRE(ckpt.contains(base + ".weight") || ckpt.contains(base + ".weight_packed"), ErrorKind::Model,
                "{}: {} is {}, but the checkpoint has no '{}.weight'", where, key, c.moe.num_experts, base);

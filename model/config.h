@@ -12,11 +12,18 @@
 
 #include "kernels/error.h"
 #include "kernels/json_read.h"
+#include "model/router.h"
 
 namespace e3::model {
 
-enum class Family { Llama, Mistral, Qwen2, Qwen3, Qwen3Moe, DeepseekV2, DeepseekV3 };
-const char* family_name(Family f);
+// An architecture family (model/arch.h): its names, config defaults and the pieces it is built of.
+struct ArchDescriptor;
+// The family's short name ("llama", "glm4_moe"), "?" for none.
+const char* family_name(const ArchDescriptor* family);
+
+// The attention variant of a family's layers; kept in ModelConfig too, so that the checks on a
+// config (tensor parallelism, sizes, `info`) need not reach the registry.
+enum class AttentionKind { Gqa, Mla };
 
 // RoPE as the checkpoint declares it, after HF's standardisation of rope_scaling /
 // rope_parameters / rope_theta.
@@ -55,14 +62,14 @@ struct MoeConfig {
   int64_t experts_per_token = 0;
   int64_t moe_intermediate_size = 0;
   int64_t n_shared_experts = 0;        // a shared MLP of moe_intermediate_size * n_shared_experts
-  std::string scoring = "softmax";     // softmax | sigmoid
-  std::string topk_method = "greedy";  // greedy | group_limited_greedy | noaux_tc
+  Scoring scoring = Scoring::Softmax;             // names: kScoringNames
+  TopkMethod topk_method = TopkMethod::Greedy;    // names: kTopkMethodNames
   int64_t n_group = 1;
   int64_t topk_group = 1;
   bool norm_topk_prob = false;
   double routed_scaling_factor = 1.0;
   std::vector<bool> layer_is_moe;      // per layer
-  bool has_correction_bias() const { return topk_method == "noaux_tc"; }
+  bool has_correction_bias() const { return topk_method == TopkMethod::NoAuxTc; }
 };
 
 // How a checkpoint's linear weights are quantized (quantization_config). Which tensors are
@@ -79,7 +86,8 @@ struct ModelConfig {
   std::filesystem::path source;   // the config.json it came from
   std::string architecture;       // architectures[0], or "" when absent
   std::string model_type;
-  Family family = Family::Llama;
+  const ArchDescriptor* family = nullptr;  // set by the parser from the registry
+  AttentionKind attention = AttentionKind::Gqa;
 
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -96,18 +104,18 @@ struct ModelConfig {
   bool qkv_bias = false;   // bias on q/k/v projections
   bool o_bias = false;     // bias on the output projection
   bool mlp_bias = false;   // bias on gate/up/down
-  bool qk_norm = false;    // per-head RMSNorm of q and k before RoPE (Qwen3)
+  bool qk_norm = false;    // per-head RMSNorm of q and k before RoPE (Qwen3, GLM-4.5's use_qk_norm)
   // Per layer: 0 for full causal attention, else the sliding window.
   std::vector<int64_t> sliding_window;
 
   RopeConfig rope;
-  MlaConfig mla;  // DeepSeek families only
-  MoeConfig moe;  // Qwen3-MoE and DeepSeek families
+  MlaConfig mla;  // MLA families only
+  MoeConfig moe;  // MoE families
   QuantConfig quant;
   // Tensor names are prefixed with this (Kimi-K2.5 keeps its text model under language_model.).
   std::string tensor_prefix;
-  std::string fingerprint;
-  bool is_mla() const { return family == Family::DeepseekV2 || family == Family::DeepseekV3; }  // FNV-1a of config.json's bytes
+  std::string fingerprint;  // FNV-1a of config.json's bytes
+  bool is_mla() const { return attention == AttentionKind::Mla; }
 };
 
 // Reads and validates DIR/config.json. Errors name the file and the key.

@@ -39,7 +39,7 @@ class DecoderModel final : public Model {
     loader.set_load_threads(opt.load_threads);
     if (random_seed) loader.fill_random(*random_seed);  // the same on every rank: replicated weights agree
     TpSlice tp{opt.tp_rank, opt.tp_size};
-    parts_ = config_.is_mla() ? build_deepseek(config_, tp, loader) : build_llama_family(config_, tp, loader);
+    parts_ = build_decoder(config_, tp, loader);
     loader.finish();
     allocate_workspace();
     build_rope_table();

@@ -19,7 +19,9 @@ namespace {
 
 using e3::ErrorKind;
 using e3::model::check_tensor_parallel;
-using e3::model::Family;
+using e3::model::family_name;
+using e3::model::Scoring;
+using e3::model::TopkMethod;
 using e3::model::ModelConfig;
 using e3::model::parse_model_config;
 using e3::test::Contains;
@@ -120,7 +122,7 @@ TEST(ConfigMla, DeepseekV3IsRecognisedByArchitectureOrModelType) {
     if (k.arch) d["architectures"] = {k.arch};
     else d.erase("architectures");
     const ModelConfig c = parse(d);
-    EXPECT_EQ(c.family, Family::DeepseekV3) << k.model_type;
+    EXPECT_STREQ(family_name(c.family), "deepseek_v3") << k.model_type;
     EXPECT_TRUE(c.is_mla()) << k.model_type;
     EXPECT_EQ(c.model_type, k.model_type);
     EXPECT_EQ(c.tensor_prefix, "");
@@ -161,7 +163,7 @@ TEST(ConfigMla, DeepseekV2AlwaysInterleaves) {
   json d = deepseek_v2();
   d["rope_interleave"] = false;
   const ModelConfig c = parse(d);
-  EXPECT_EQ(c.family, Family::DeepseekV2);
+  EXPECT_STREQ(family_name(c.family), "deepseek_v2");
   EXPECT_TRUE(c.is_mla());
   EXPECT_TRUE(c.mla.rope_interleave);
 }
@@ -212,8 +214,8 @@ TEST(ConfigMoe, DeepseekV3ReadsTheRouterAndAppliesItsDefaults) {
   EXPECT_EQ(c.moe.n_group, 4);
   EXPECT_EQ(c.moe.topk_group, 2);
   EXPECT_DOUBLE_EQ(c.moe.routed_scaling_factor, 2.827);
-  EXPECT_EQ(c.moe.scoring, "sigmoid");
-  EXPECT_EQ(c.moe.topk_method, "noaux_tc");
+  EXPECT_EQ(c.moe.scoring, Scoring::Sigmoid);
+  EXPECT_EQ(c.moe.topk_method, TopkMethod::NoAuxTc);
   EXPECT_TRUE(c.moe.norm_topk_prob);
   EXPECT_TRUE(c.moe.has_correction_bias());
 
@@ -221,8 +223,8 @@ TEST(ConfigMoe, DeepseekV3ReadsTheRouterAndAppliesItsDefaults) {
   d["topk_method"] = "group_limited_greedy";
   d["norm_topk_prob"] = false;
   c = parse(d);
-  EXPECT_EQ(c.moe.scoring, "softmax");
-  EXPECT_EQ(c.moe.topk_method, "group_limited_greedy");
+  EXPECT_EQ(c.moe.scoring, Scoring::Softmax);
+  EXPECT_EQ(c.moe.topk_method, TopkMethod::GroupLimitedGreedy);
   EXPECT_FALSE(c.moe.norm_topk_prob);
   EXPECT_FALSE(c.moe.has_correction_bias());
 }
@@ -233,9 +235,9 @@ TEST(ConfigMoe, DeepseekV2Defaults) {
     if (!by_arch) d.erase("architectures");
     d.erase("n_shared_experts");
     const ModelConfig c = parse(d);
-    EXPECT_EQ(c.family, Family::DeepseekV2);
-    EXPECT_EQ(c.moe.scoring, "softmax");
-    EXPECT_EQ(c.moe.topk_method, "greedy");
+    EXPECT_STREQ(family_name(c.family), "deepseek_v2");
+    EXPECT_EQ(c.moe.scoring, Scoring::Softmax);
+    EXPECT_EQ(c.moe.topk_method, TopkMethod::Greedy);
     EXPECT_FALSE(c.moe.norm_topk_prob);
     EXPECT_FALSE(c.moe.has_correction_bias());
     EXPECT_EQ(c.moe.n_shared_experts, 2);
@@ -245,15 +247,15 @@ TEST(ConfigMoe, DeepseekV2Defaults) {
 TEST(ConfigMoe, Qwen3MoeLayersFollowSparseStepAndMlpOnlyLayers) {
   json d = qwen3_moe();
   ModelConfig c = parse(d);
-  EXPECT_EQ(c.family, Family::Qwen3Moe);
+  EXPECT_STREQ(family_name(c.family), "qwen3_moe");
   EXPECT_FALSE(c.is_mla());
   EXPECT_TRUE(c.qk_norm);
   EXPECT_EQ(c.head_dim, 64);
   EXPECT_EQ(c.moe.num_experts, 16);
   EXPECT_EQ(c.moe.experts_per_token, 4);
   EXPECT_EQ(c.moe.moe_intermediate_size, 64);
-  EXPECT_EQ(c.moe.scoring, "softmax");
-  EXPECT_EQ(c.moe.topk_method, "greedy");
+  EXPECT_EQ(c.moe.scoring, Scoring::Softmax);
+  EXPECT_EQ(c.moe.topk_method, TopkMethod::Greedy);
   EXPECT_EQ(c.moe.layer_is_moe, (std::vector<bool>{false, true, false, true, false, true}));
 
   // Layer 0 is dense under step 2 anyway; these make mlp_only_layers decide something.
@@ -263,7 +265,7 @@ TEST(ConfigMoe, Qwen3MoeLayersFollowSparseStepAndMlpOnlyLayers) {
   EXPECT_EQ(parse(d).moe.layer_is_moe, (std::vector<bool>{true, true, true, false, false, true}));
 
   d.erase("architectures");
-  EXPECT_EQ(parse(d).family, Family::Qwen3Moe);
+  EXPECT_STREQ(family_name(parse(d).family), "qwen3_moe");
 }
 
 TEST(ConfigMoe, RejectsUnsupportedScoringFunc) {
@@ -358,7 +360,7 @@ json kimi_k25() {
 
 TEST(ConfigNested, KimiK25ReadsTextConfigUnderLanguageModelPrefix) {
   const ModelConfig c = parse(kimi_k25());
-  EXPECT_EQ(c.family, Family::DeepseekV3);
+  EXPECT_STREQ(family_name(c.family), "deepseek_v3");
   EXPECT_TRUE(c.is_mla());
   EXPECT_EQ(c.tensor_prefix, "language_model.");
   EXPECT_EQ(c.architecture, "KimiK25ForConditionalGeneration");

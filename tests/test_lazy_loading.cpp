@@ -179,7 +179,9 @@ TEST(LazyLoading, VisionTowerAndExtraLayersAreNeverRead) {
   // model.layers.{num_hidden_layers}.* (5 here) that the checkpoint carries beyond the model.
   for (const Case& c : {Case{"dev_kimi_k25_int4", {"vision_tower.encoder.blocks.1.mlp.weight", "mm_projector.proj.2.weight"},
                              {"vision_tower.", "mm_projector."}},
-                        Case{"dev_deepseek_v3_fp8", {"model.layers.5.mlp.down_proj.weight"}, {"model.layers.5."}}}) {
+                        Case{"dev_deepseek_v3_fp8", {"model.layers.5.mlp.down_proj.weight"}, {"model.layers.5."}},
+                        Case{"dev_glm45", {"model.layers.4.mlp.up_proj.weight", "model.layers.4.mlp.down_proj.weight"},
+                             {"model.layers.4."}}}) {
     SCOPED_TRACE(c.name);
     test::TempDir dir;
     rewrite_with(c.name, dir.path(), c.extra);

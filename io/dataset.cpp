@@ -19,6 +19,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "io/file_io.h"
 #include "kernels/error.h"
 #include "kernels/hash.h"
 #include "kernels/json_read.h"
@@ -261,22 +262,6 @@ Parsed parse_line(const std::string& line, const std::string& where, int64_t voc
   }
 }
 
-// A file descriptor, closed on destruction.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&&) = delete;
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 const char* file_kind(mode_t mode) {
   if (S_ISFIFO(mode)) return "FIFO";

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "io/file_io.h"
 #include "io/hdf5.h"
 #include "io/shard_writer.h"
 
@@ -107,14 +108,7 @@ ShardLayout read_shard_layout(const std::filesystem::path& path) {
 }
 
 void read_stored_bytes(int fd, const StoredDataset& d, void* out, const std::string& where) {
-  auto* dst = static_cast<char*>(out);
-  for (uint64_t done = 0; done < d.bytes;) {
-    const ssize_t n = ::pread(fd, dst + done, d.bytes - done, static_cast<off_t>(d.offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    E3_REQUIRE(n > 0, ErrorKind::Output, "{}: reading {}: {}", where, d.name,
-               n == 0 ? std::string("the file ends before the dataset does") : std::string(std::strerror(errno)));
-    done += static_cast<uint64_t>(n);
-  }
+  pread_exact(fd, out, d.bytes, d.offset, ErrorKind::Output, fmt::format("{} {}", where, d.name));
 }
 
 }  // namespace e3::io

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "io/file_io.h"
 #include "io/hdf5.h"
 #include "io/manifest.h"
 #include "io/shard_writer.h"
@@ -128,33 +129,7 @@ void check_values(const void* data, size_t n, uint64_t first_index, const ValueR
            decode(data, static_cast<size_t>(bad), r.encoding), first_index + static_cast<uint64_t>(bad));
 }
 
-// An open file descriptor, closed on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
 
- private:
-  int fd_;
-};
-
-// Reads exactly `n` bytes at `offset` (or throws naming the file).
-void pread_all(int fd, void* out, size_t n, uint64_t offset, const std::string& where) {
-  auto* p = static_cast<unsigned char*>(out);
-  while (n > 0) {
-    const ssize_t got = ::pread(fd, p, n, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    E3_VERIFY(got > 0, "{}: reading at byte {}: {}", where, offset, got == 0 ? "unexpected end of file" : std::strerror(errno));
-    p += got;
-    n -= static_cast<size_t>(got);
-    offset += static_cast<uint64_t>(got);
-  }
-}
 
 struct ShardJob {
   std::filesystem::path path;
@@ -201,7 +176,7 @@ class ShardChecker {
       ContentHash hash;
       for (uint64_t at = 0; at < size;) {
         const size_t n = static_cast<size_t>(std::min<uint64_t>(kReadChunk, size - at));
-        pread_all(fd.get(), buf.io.data(), n, at, where);
+        pread_exact(fd.get(), buf.io.data(), n, at, ErrorKind::Verify, where);
         hash.update(buf.io.data(), n);
         at += n;
         bytes_done += n;
@@ -220,7 +195,7 @@ class ShardChecker {
       E3_VERIFY(r.offset + r.count * esize <= size, "{}: {} lies past the end of the file", r.where, r.name);
       for (uint64_t i = 0; i < r.count;) {
         const size_t n = static_cast<size_t>(std::min<uint64_t>(kReadChunk / esize, r.count - i));
-        pread_all(fd.get(), buf.io.data(), n * esize, r.offset + i * esize, where);
+        pread_exact(fd.get(), buf.io.data(), n * esize, r.offset + i * esize, ErrorKind::Verify, where);
         check_values(buf.io.data(), n, i, r);
         if (s.checksum.empty()) bytes_done += n * esize;
         i += n;
@@ -704,9 +679,7 @@ void describe_layers(const std::filesystem::path& shard, const RunFingerprint& f
 
 }  // namespace
 
-VerifyReport verify_output(const std::filesystem::path& dir, const VerifyOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  silence_hdf5_errors();
+std::vector<Manifest> read_run_manifests(const std::filesystem::path& dir) {
   E3_VERIFY(std::filesystem::is_directory(dir), "{} is not a directory", dir.string());
   // One manifest per job; several when parts of the dataset were written by separate jobs.
   std::vector<Manifest> manifests;
@@ -735,6 +708,14 @@ VerifyReport verify_output(const std::filesystem::path& dir, const VerifyOptions
     E3_VERIFY(m.data_fingerprint == first.data_fingerprint && m.num_samples == first.num_samples,
               "{} and {} were made from different input data", a, b);
   }
+  return manifests;
+}
+
+VerifyReport verify_output(const std::filesystem::path& dir, const VerifyOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  silence_hdf5_errors();
+  const std::vector<Manifest> manifests = read_run_manifests(dir);
+  const Manifest& first = manifests.front();
   E3_REQUIRE(options.ranks > 0 && options.rank >= 0 && options.rank < options.ranks, ErrorKind::Internal,
              "verify: rank {} of {}", options.rank, options.ranks);
   Verifier v(dir, first, options);

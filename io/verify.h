@@ -69,6 +69,11 @@ struct VerifyOptions {
 // then its values straight from the stored bits (no HDF5 type conversion).
 VerifyReport verify_output(const std::filesystem::path& dir, const VerifyOptions& options = {});
 
+// The manifests of an output directory (one per --part), read and checked to come from one run
+// (same part count, settings and input data); throws a verify error for a directory that is
+// not an output, a manifest that cannot be read, or manifests of different runs.
+std::vector<Manifest> read_run_manifests(const std::filesystem::path& dir);
+
 // Throws a verify error saying how much of the dataset is there when `r` is not a complete
 // run: a partial output must not pass for training data unless the user asked for that
 // (--allow-incomplete).

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "io/file_io.h"
 #include "io/hdf5.h"
 #include "io/manifest.h"
 #include "io/safetensors_write.h"
@@ -29,6 +30,7 @@
 #include "kernels/dtype.h"
 #include "kernels/error.h"
 #include "kernels/hash.h"
+#include "kernels/json_read.h"
 #include "kernels/quant.h"
 
 namespace e3::jobs {
@@ -61,21 +63,13 @@ Source load_source(const fs::path& src) {
   E3_REQUIRE(fs::is_directory(src), ErrorKind::Usage, "export: {} is not a directory (give the --out directory of a run)",
              src.string());
   Source s;
-  try {
-    for (const fs::path& p : io::list_manifests(src)) s.manifests.push_back(io::read_manifest_file(p));
-  } catch (const Error& e) {
-    E3_THROW(ErrorKind::Verify, "{}", e.what());
-  }
-  E3_REQUIRE(!s.manifests.empty(), ErrorKind::Verify, "{}: no {} (give the --out directory of a finished run)",
-             src.string(), io::kManifestName);
+  s.manifests = io::read_run_manifests(src);
   const io::Manifest& first = s.manifests.front();
   for (const io::Manifest& m : s.manifests) {
     io::check_manifest_structure(m, (src / io::manifest_name(m.part)).string(), ErrorKind::Verify);
-    E3_REQUIRE(m.complete && m.part.count == first.part.count && m.fingerprint.differences(first.fingerprint).empty() &&
-                   m.data_fingerprint == first.data_fingerprint,
-               ErrorKind::Verify,
-               "{}: {} is not part of one complete run (finish the extraction, then `eagle3_extract verify {}`)",
-               src.string(), io::manifest_name(m.part), src.string());
+    E3_REQUIRE(m.complete, ErrorKind::Verify,
+               "{}: {} is not complete (finish the extraction, then `eagle3_extract verify {}`)", src.string(),
+               io::manifest_name(m.part), src.string());
     for (const io::CommittedShard& c : m.shards) {
       s.shards.push_back(c);
       s.stored.insert(s.stored.end(), c.samples.begin(), c.samples.end());
@@ -128,16 +122,6 @@ void check_conventions(ExportFormat f, const Source& s, const fs::path& src) {
                  src.string(), fmt::join(d.layer_ids, ", "), fmt::join(preset, ", "), L, export_format_name(f));
   E3_REQUIRE(d.dtype == "bf16" || d.dtype == "fp16" || d.dtype == "fp32" || d.dtype == "fp8", ErrorKind::Verify,
              "{}: unknown dtype '{}'", src.string(), d.dtype);
-}
-
-nlohmann::json read_json_file(const fs::path& path) {
-  std::ifstream in(path);
-  E3_REQUIRE(in.good(), ErrorKind::Output, "cannot read {}", path.string());
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    E3_THROW(ErrorKind::Output, "{}: {}", path.string(), e.what());
-  }
 }
 
 void write_json_file(const fs::path& path, const nlohmann::json& j) {
@@ -320,24 +304,10 @@ class SampleExporter {
   uint64_t bytes_read_ = 0;
 };
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 // Makes what was written so far durable before a shard is marked done, so that a resume after
 // a crash never trusts files the page cache had not yet written.
 void sync_file_system(const fs::path& dir) {
-  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  io::Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   E3_REQUIRE(fd.get() >= 0 && ::syncfs(fd.get()) == 0, ErrorKind::Output, "syncing {}: {}", dir.string(),
              std::strerror(errno));
 }
@@ -405,7 +375,7 @@ bool prepare_export(const ExportOptions& o) {
   E3_REQUIRE(!ec && fs::is_directory(o.dest), ErrorKind::Output, "export: cannot create {}: {}", o.dest.string(),
              ec.message());
   if (fs::exists(o.dest / kDoneFile)) {
-    nlohmann::json done = read_json_file(o.dest / kDoneFile);
+    nlohmann::json done = kernels::read_json_file(o.dest / kDoneFile, ErrorKind::Output, "export: ");
     for (const auto& [key, value] : identity.items())
       E3_REQUIRE(done.contains(key) && done[key] == value, ErrorKind::Output,
                  "export: {} already holds an export of other data or in another format ({} differs): give a new DEST",
@@ -414,7 +384,7 @@ bool prepare_export(const ExportOptions& o) {
   }
   const fs::path state = o.dest / kStateDir / kStateFile;
   if (fs::exists(state)) {
-    nlohmann::json was = read_json_file(state);
+    nlohmann::json was = kernels::read_json_file(state, ErrorKind::Output, "export: ");
     E3_REQUIRE(was == identity, ErrorKind::Output,
                "export: {} holds an unfinished export of other data or in another format: give a new DEST, or "
                "remove it",
@@ -462,7 +432,7 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
     }
     E3_REQUIRE(layout.description.run_fingerprint == s.description.run_fingerprint, ErrorKind::Verify,
                "{}: from another run than the first shard", path.string());
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    io::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     E3_REQUIRE(fd.get() >= 0, ErrorKind::Verify, "{}: {}", path.string(), std::strerror(errno));
     SampleExporter exporter(o, s.description, s.stored);
     std::string rows;

@@ -17,6 +17,7 @@ ShardCommitter::ShardCommitter(std::filesystem::path out_dir, io::ShardAttribute
                                BeforePublish before_publish)
     : out_dir_(std::move(out_dir)),
       attrs_(std::move(attrs)),
+      finals_(io::final_datasets(attrs_.final_mode)),
       todo_(std::move(todo)),
       check_(std::move(check)),
       on_commit_(std::move(on_commit)),
@@ -86,6 +87,8 @@ void ShardCommitter::commit_through(size_t upto) {
 void ShardCommitter::write(const std::vector<StepSample>& samples, const model::StagedCapture& capture, int slot) {
   const size_t row = kernels::storage_row_bytes(capture.storage(), capture.hidden_size());
   std::vector<const void*> rows(capture.num_ids());
+  const std::vector<const void*> finals = capture.final_states(slot);  // the step's blocks
+  std::vector<const void*> final_rows(finals.size());                   // this sample's rows in them
   for (const StepSample& ss : samples) {
     // Shards before this sample's are complete: every sample of theirs came earlier.
     size_t pos = next_to_close_;
@@ -94,8 +97,8 @@ void ShardCommitter::write(const std::vector<StepSample>& samples, const model::
     if (!writer_) writer_ = std::make_unique<io::ShardWriter>(out_dir_, ss.shard->index, attrs_);
     for (size_t k = 0; k < rows.size(); ++k)
       rows[k] = static_cast<const char*>(capture.layer(slot, k)) + static_cast<size_t>(ss.offset) * row;
-    std::vector<const void*> final_rows = capture.final_states(slot);
-    for (const void*& f : final_rows) f = static_cast<const char*>(f) + static_cast<size_t>(ss.offset) * row;
+    for (size_t j = 0; j < finals.size(); ++j)
+      final_rows[j] = static_cast<const char*>(finals[j]) + static_cast<size_t>(ss.offset) * row;
     const io::SampleRecord& r = *ss.record;
     if (const auto reason = nonfinite_reason(rows, final_rows, static_cast<int64_t>(ss.ids.size()))) {
       const std::string what = fmt::format("sample {} ({}:{}{}): {}", r.index, check_.data_path, r.line,
@@ -140,9 +143,8 @@ std::optional<std::string> ShardCommitter::nonfinite_reason(const std::vector<co
   };
   for (size_t k = 0; k < rows.size(); ++k)
     if (auto r = describe(rows[k], fmt::format("capture id {}", attrs_.layer_ids[k]))) return r;
-  const std::vector<io::FinalDataset> finals = io::final_datasets(attrs_.final_mode);
-  for (size_t j = 0; j < final_rows.size() && j < finals.size(); ++j)
-    if (auto r = describe(final_rows[j], fmt::format("the final state ({})", finals[j].norm))) return r;
+  for (size_t j = 0; j < final_rows.size() && j < finals_.size(); ++j)
+    if (auto r = describe(final_rows[j], fmt::format("the final state ({})", finals_[j].norm))) return r;
   return std::nullopt;
 }
 

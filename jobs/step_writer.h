@@ -65,6 +65,7 @@ class ShardCommitter {
   void rethrow();
   std::filesystem::path out_dir_;
   io::ShardAttributes attrs_;
+  std::vector<io::FinalDataset> finals_;  // of attrs_.final_mode
   std::vector<const ShardPlan*> todo_;
   NonfiniteCheck check_;
   OnCommit on_commit_;

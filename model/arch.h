@@ -29,11 +29,17 @@ struct ArchDescriptor {
   // Reads the family's keys into `c`. The common keys (sizes, eps, head_dim as
   // hidden_size / num_attention_heads unless given, rope) are already set; sliding_window and
   // moe.layer_is_moe are sized and all off.
-  void (*parse)(const nlohmann::json& doc, const ConfigKeys& keys, ModelConfig& c) = nullptr;
+  void (*parse)(const nlohmann::json& doc, const ConfigKeys& keys, ModelConfig& c) = nullptr;  // a ConfigParser
   const TensorNames* names = &kHfTensorNames;
   std::unique_ptr<AttentionBlock> (*attention_block)(const LayerSite& site) = nullptr;
   const char* experts_key = "n_routed_experts";  // the key counting routed experts, for messages
 };
+
+using ConfigParser = void (*)(const nlohmann::json& doc, const ConfigKeys& keys, ModelConfig& c);
+// A family built of the shared pieces: the attention block of `attention`, the HF tensor names.
+ArchDescriptor shared_pieces_family(const char* family, std::vector<std::string_view> architectures,
+                                    std::vector<std::string_view> model_types, AttentionKind attention,
+                                    ConfigParser parse);
 
 // Every supported family, in the order messages list them.
 std::span<const ArchDescriptor* const> arch_registry();

@@ -37,30 +37,19 @@ void parse_deepseek_v3(const json&, const ConfigKeys& k, ModelConfig& c) {
   parse_grouped_moe(k, d, c);
 }
 
-ArchDescriptor mla_family(const char* name, std::vector<std::string_view> architectures,
-                          std::vector<std::string_view> model_types,
-                          void (*parse)(const json&, const ConfigKeys&, ModelConfig&)) {
-  ArchDescriptor d;
-  d.family = name;
-  d.architectures = std::move(architectures);
-  d.model_types = std::move(model_types);
-  d.attention = AttentionKind::Mla;
-  d.parse = parse;
-  d.attention_block = mla_attention_block;
-  return d;
-}
-
 }  // namespace
 
 const ArchDescriptor& deepseek_v2_arch() {
   static const ArchDescriptor d =
-      mla_family("deepseek_v2", {"DeepseekV2ForCausalLM"}, {"deepseek_v2"}, parse_deepseek_v2);
+      shared_pieces_family("deepseek_v2", {"DeepseekV2ForCausalLM"}, {"deepseek_v2"}, AttentionKind::Mla,
+                           parse_deepseek_v2);
   return d;
 }
 
 const ArchDescriptor& deepseek_v3_arch() {
   static const ArchDescriptor d =
-      mla_family("deepseek_v3", {"DeepseekV3ForCausalLM"}, {"deepseek_v3", "kimi_k2"}, parse_deepseek_v3);
+      shared_pieces_family("deepseek_v3", {"DeepseekV3ForCausalLM"}, {"deepseek_v3", "kimi_k2"}, AttentionKind::Mla,
+                           parse_deepseek_v3);
   return d;
 }
 

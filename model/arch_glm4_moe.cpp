@@ -45,16 +45,8 @@ void parse_glm4_moe(const json& doc, const ConfigKeys& k, ModelConfig& c) {
 }  // namespace
 
 const ArchDescriptor& glm4_moe_arch() {
-  static const ArchDescriptor d = [] {
-    ArchDescriptor a;
-    a.family = "glm4_moe";
-    a.architectures = {"Glm4MoeForCausalLM"};
-    a.model_types = {"glm4_moe"};
-    a.attention = AttentionKind::Gqa;
-    a.parse = parse_glm4_moe;
-    a.attention_block = gqa_attention_block;
-    return a;
-  }();
+  static const ArchDescriptor d = shared_pieces_family("glm4_moe", {"Glm4MoeForCausalLM"}, {"glm4_moe"},
+                                                       AttentionKind::Gqa, parse_glm4_moe);
   return d;
 }
 

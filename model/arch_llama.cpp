@@ -71,44 +71,36 @@ void parse_qwen3_moe(const json& doc, const ConfigKeys& k, ModelConfig& c) {
   check_moe(k, m);
 }
 
-ArchDescriptor gqa_family(const char* name, std::vector<std::string_view> architectures,
-                          std::vector<std::string_view> model_types,
-                          void (*parse)(const json&, const ConfigKeys&, ModelConfig&)) {
-  ArchDescriptor d;
-  d.family = name;
-  d.architectures = std::move(architectures);
-  d.model_types = std::move(model_types);
-  d.attention = AttentionKind::Gqa;
-  d.parse = parse;
-  d.attention_block = gqa_attention_block;
-  return d;
-}
-
 }  // namespace
 
 const ArchDescriptor& llama_arch() {
-  static const ArchDescriptor d = gqa_family("llama", {"LlamaForCausalLM"}, {"llama"}, parse_llama);
+  static const ArchDescriptor d =
+      shared_pieces_family("llama", {"LlamaForCausalLM"}, {"llama"}, AttentionKind::Gqa, parse_llama);
   return d;
 }
 
 const ArchDescriptor& mistral_arch() {
-  static const ArchDescriptor d = gqa_family("mistral", {"MistralForCausalLM"}, {"mistral"}, parse_mistral);
+  static const ArchDescriptor d =
+      shared_pieces_family("mistral", {"MistralForCausalLM"}, {"mistral"}, AttentionKind::Gqa, parse_mistral);
   return d;
 }
 
 const ArchDescriptor& qwen2_arch() {
-  static const ArchDescriptor d = gqa_family("qwen2", {"Qwen2ForCausalLM"}, {"qwen2"}, parse_qwen2);
+  static const ArchDescriptor d =
+      shared_pieces_family("qwen2", {"Qwen2ForCausalLM"}, {"qwen2"}, AttentionKind::Gqa, parse_qwen2);
   return d;
 }
 
 const ArchDescriptor& qwen3_arch() {
-  static const ArchDescriptor d = gqa_family("qwen3", {"Qwen3ForCausalLM"}, {"qwen3"}, parse_qwen3);
+  static const ArchDescriptor d =
+      shared_pieces_family("qwen3", {"Qwen3ForCausalLM"}, {"qwen3"}, AttentionKind::Gqa, parse_qwen3);
   return d;
 }
 
 const ArchDescriptor& qwen3_moe_arch() {
   static const ArchDescriptor d = [] {
-    ArchDescriptor a = gqa_family("qwen3_moe", {"Qwen3MoeForCausalLM"}, {"qwen3_moe"}, parse_qwen3_moe);
+    ArchDescriptor a =
+        shared_pieces_family("qwen3_moe", {"Qwen3MoeForCausalLM"}, {"qwen3_moe"}, AttentionKind::Gqa, parse_qwen3_moe);
     a.experts_key = "num_experts";
     return a;
   }();

@@ -13,6 +13,19 @@ const ArchDescriptor& deepseek_v2_arch();
 const ArchDescriptor& deepseek_v3_arch();
 const ArchDescriptor& glm4_moe_arch();
 
+ArchDescriptor shared_pieces_family(const char* family, std::vector<std::string_view> architectures,
+                                    std::vector<std::string_view> model_types, AttentionKind attention,
+                                    ConfigParser parse) {
+  ArchDescriptor d;
+  d.family = family;
+  d.architectures = std::move(architectures);
+  d.model_types = std::move(model_types);
+  d.attention = attention;
+  d.parse = parse;
+  d.attention_block = attention == AttentionKind::Mla ? mla_attention_block : gqa_attention_block;
+  return d;
+}
+
 std::span<const ArchDescriptor* const> arch_registry() {
   static const ArchDescriptor* const table[] = {
       &llama_arch(),       &mistral_arch(),     &qwen2_arch(),       &qwen3_arch(),

@@ -178,10 +178,10 @@ int run_export(const e3::app::Request& req, const e3::parallel::MpiEnv& mpi) {
                  p.shards_total, p.samples_done, p.bytes_written / 1e9, mb_s, eta);
   };
   if (const int code = phase([&] { r = e3::jobs::export_shards(o, progress); })) return code;
-  double sums[5] = {static_cast<double>(r.samples), static_cast<double>(r.files), static_cast<double>(r.bytes_written),
+  double sums[4] = {static_cast<double>(r.samples), static_cast<double>(r.bytes_written),
                     static_cast<double>(r.bytes_read), static_cast<double>(r.shards_resumed)};
-  double totals[5] = {};
-  MPI_Reduce(sums, totals, 5, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  double totals[4] = {};
+  MPI_Reduce(sums, totals, 4, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
   double seconds = 0;
   MPI_Reduce(&r.seconds, &seconds, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   if (const int code = phase([&] {
@@ -191,9 +191,9 @@ int run_export(const e3::app::Request& req, const e3::parallel::MpiEnv& mpi) {
   if (o.rank == 0)
     spdlog::info("export {} -> {} ({}): ok: {:.0f} samples in {:.0f} files{}, {:.2f} GB written in {:.1f} s "
                  "({:.0f} MB/s), {:.2f} GB read",
-                 o.src.string(), o.dest.string(), format, totals[0], totals[1],
-                 totals[4] > 0 ? fmt::format(" ({:.0f} shards done by an earlier run)", totals[4]) : "",
-                 totals[2] / 1e9, seconds, seconds > 0 ? totals[2] / 1e6 / seconds : 0.0, totals[3] / 1e9);
+                 o.src.string(), o.dest.string(), format, totals[0], totals[0],
+                 totals[3] > 0 ? fmt::format(" ({:.0f} shards done by an earlier run)", totals[3]) : "",
+                 totals[1] / 1e9, seconds, seconds > 0 ? totals[1] / 1e6 / seconds : 0.0, totals[2] / 1e9);
   return 0;
 }
 

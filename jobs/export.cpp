@@ -511,7 +511,6 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
   }
   stop_reporter();
   report.samples = samples;
-  report.files = samples;
   report.bytes_written = written;
   report.bytes_read += read;
   report.seconds = elapsed();

@@ -35,7 +35,7 @@ struct ExportProgress {
 
 struct ExportReport {
   int64_t shards = 0, shards_resumed = 0;  // this process's share; resumed: done by an earlier run
-  int64_t samples = 0, files = 0;
+  int64_t samples = 0;  // each its own file
   uint64_t bytes_written = 0, bytes_read = 0;
   double seconds = 0;
   bool nothing_to_do = false;  // DEST already holds the whole export

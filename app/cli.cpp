@@ -11,7 +11,7 @@
 #include "io/dataset.h"
 #include "jobs/option_names.h"
 #include "jobs/part.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "model/capture.h"
 
 namespace e3::app {
@@ -226,7 +226,7 @@ Request parse_command_line(int argc, char** argv) {
     }
   }
   rc.final_mode = model::parse_final_mode(final_mode);
-  rc.dtype = kernels::parse_storage_dtype(dtype);
+  rc.dtype = parse_storage_dtype(dtype);
   rc.on_long = io::parse_on_long(on_long);
   rc.on_nonfinite = jobs::parse_on_nonfinite(on_nonfinite);
   // 0 stands for "not given" inside RunConfig; typed on the command line it is a mistake.

@@ -2,7 +2,7 @@
 
 #include <system_error>
 
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace e3::app {
 

@@ -21,7 +21,7 @@
 #include "jobs/info.h"
 #include "jobs/logging.h"
 #include "jobs/signals.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "parallel/agreement.h"
 #include "parallel/mpi_env.h"
 

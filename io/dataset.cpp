@@ -20,9 +20,9 @@
 #include <nlohmann/json.hpp>
 
 #include "io/file_io.h"
-#include "kernels/error.h"
-#include "kernels/hash.h"
-#include "kernels/json_read.h"
+#include "core/error.h"
+#include "core/hash.h"
+#include "core/json_read.h"
 
 namespace e3::io {
 namespace {
@@ -49,7 +49,7 @@ bool is_blank(std::string_view line) {
 
 // At most kQuoteBytes of a quoted value: a message never carries a whole 64 KiB id or a
 // megabyte of brackets.
-std::string clip(std::string_view s, size_t limit = kQuoteBytes) { return kernels::clip(s, limit); }
+std::string clip(std::string_view s, size_t limit = kQuoteBytes) { return e3::clip(s, limit); }
 
 std::string quote(const json& v) { return clip(v.dump()); }
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace e3::io {
 

@@ -92,13 +92,13 @@ void H5Id::close() {
   E3_REQUIRE(rc >= 0, ErrorKind::Output, "closing an HDF5 object failed: {}", hdf5_error_text());
 }
 
-H5Id file_type_for(kernels::DType dtype) {
-  if (dtype == kernels::DType::F32) return H5Id(E3_H5(H5Tcopy(H5T_IEEE_F32LE), "H5Tcopy"), H5Tclose);
+H5Id file_type_for(DType dtype) {
+  if (dtype == DType::F32) return H5Id(E3_H5(H5Tcopy(H5T_IEEE_F32LE), "H5Tcopy"), H5Tclose);
   // fp8: the e4m3fn bits as uint8 (HDF5 has no such float; the dataset's `encoding` says so).
-  if (dtype == kernels::DType::F8E4M3) return H5Id(E3_H5(H5Tcopy(H5T_STD_U8LE), "H5Tcopy"), H5Tclose);
+  if (dtype == DType::F8E4M3) return H5Id(E3_H5(H5Tcopy(H5T_STD_U8LE), "H5Tcopy"), H5Tclose);
   // A custom little-endian float built from IEEE single, narrowed to 16 bits.
   H5Id t(E3_H5(H5Tcopy(H5T_IEEE_F32LE), "H5Tcopy"), H5Tclose);
-  const bool bf16 = dtype == kernels::DType::BF16;
+  const bool bf16 = dtype == DType::BF16;
   const size_t exp_bits = bf16 ? 8 : 5, man_bits = bf16 ? 7 : 10;
   E3_H5(H5Tset_fields(t.get(), 15, man_bits, exp_bits, 0, man_bits), "H5Tset_fields");
   E3_H5(H5Tset_offset(t.get(), 0), "H5Tset_offset");
@@ -108,17 +108,17 @@ H5Id file_type_for(kernels::DType dtype) {
   return t;
 }
 
-std::optional<kernels::DType> storage_dtype_of(hid_t type) {
+std::optional<DType> storage_dtype_of(hid_t type) {
   if (H5Tget_class(type) == H5T_INTEGER && H5Tget_size(type) == 1 && H5Tget_sign(type) == H5T_SGN_NONE)
-    return kernels::DType::F8E4M3;  // only together with the fp8 encoding attribute (verify checks it)
+    return DType::F8E4M3;  // only together with the fp8 encoding attribute (verify checks it)
   if (H5Tget_class(type) != H5T_FLOAT) return std::nullopt;
   const size_t size = H5Tget_size(type);
-  if (size == 4) return kernels::DType::F32;
+  if (size == 4) return DType::F32;
   if (size != 2) return std::nullopt;
   size_t spos, epos, esize, mpos, msize;
   if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) < 0) return std::nullopt;
-  if (esize == 8 && msize == 7 && H5Tget_ebias(type) == 127) return kernels::DType::BF16;
-  if (esize == 5 && msize == 10 && H5Tget_ebias(type) == 15) return kernels::DType::F16;
+  if (esize == 8 && msize == 7 && H5Tget_ebias(type) == 127) return DType::BF16;
+  if (esize == 5 && msize == 10 && H5Tget_ebias(type) == 15) return DType::F16;
   return std::nullopt;
 }
 

@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/dtype.h"
-#include "kernels/error.h"
+#include "core/dtype.h"
+#include "core/error.h"
 
 namespace e3::io {
 
@@ -66,9 +66,9 @@ H5Id file_access_list();
 
 // The file type for a storage dtype. bf16 is a custom 16-bit float: sign bit 15, exponent
 // bits 7..14 (bias 127), mantissa bits 0..6; HDF5 converts it to and from native float.
-H5Id file_type_for(kernels::DType dtype);
+H5Id file_type_for(DType dtype);
 // Which storage dtype an HDF5 type is, if any (fp32, bf16 or fp16 as written above; uint8 for fp8).
-std::optional<kernels::DType> storage_dtype_of(hid_t type);
+std::optional<DType> storage_dtype_of(hid_t type);
 
 // ---- reading stored values back without HDF5's (slow, soft-float) type conversion
 

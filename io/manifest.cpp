@@ -9,9 +9,9 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "kernels/error.h"
-#include "kernels/hash.h"
-#include "kernels/json_read.h"
+#include "core/error.h"
+#include "core/hash.h"
+#include "core/json_read.h"
 
 namespace e3::io {
 
@@ -162,9 +162,9 @@ Manifest parse_manifest(const json& j, const std::string& where) {
     c.file = field<std::string>(s, "file", where);
     // A rerun renames and removes files by these names: one that is not a bare name could reach
     // outside --out.
-    E3_REQUIRE(kernels::is_plain_file_name(c.file), ErrorKind::Output,
+    E3_REQUIRE(is_plain_file_name(c.file), ErrorKind::Output,
                "{}: shard entry {} has \"file\": \"{}\", which is not a file name in the output directory (no "
-               "'/' or '..')", where, m.shards.size(), kernels::clip(c.file));
+               "'/' or '..')", where, m.shards.size(), clip(c.file));
     c.shard_index = field<int64_t>(s, "shard_index", where);
     c.samples = field<std::vector<int64_t>>(s, "samples", where);
     c.num_tokens = field<int64_t>(s, "num_tokens", where);
@@ -184,7 +184,7 @@ Manifest manifest_from_json(const json& j, const std::string& where) {
     return parse_manifest(j, where);
   } catch (const json::exception& e) {
     // A value of an unexpected type (a string part_index...): still an output error naming the file.
-    E3_THROW(ErrorKind::Output, "{}: {}", where, kernels::clip(e.what(), 200));
+    E3_THROW(ErrorKind::Output, "{}: {}", where, clip(e.what(), 200));
   }
 }
 
@@ -215,7 +215,7 @@ std::optional<Manifest> read_manifest(const std::filesystem::path& dir, const Pa
 }
 
 Manifest read_manifest_file(const std::filesystem::path& path) {
-  return manifest_from_json(kernels::read_json_file(path, ErrorKind::Output), path.string());
+  return manifest_from_json(read_json_file(path, ErrorKind::Output), path.string());
 }
 
 }  // namespace e3::io

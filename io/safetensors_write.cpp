@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace e3::io {
 

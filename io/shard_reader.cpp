@@ -43,9 +43,9 @@ StoredElement element_of(hid_t ds, const std::string& where) {
     if (size == 1 && H5Tget_sign(t) == H5T_SGN_NONE)
       return read_attr_string(ds, "encoding") == std::string(kFp8Encoding) ? StoredElement::FP8 : StoredElement::U8;
   } else if (const auto dtype = storage_dtype_of(t)) {
-    if (*dtype == kernels::DType::BF16) return StoredElement::BF16;
-    if (*dtype == kernels::DType::F16) return StoredElement::F16;
-    if (*dtype == kernels::DType::F32) return StoredElement::F32;
+    if (*dtype == DType::BF16) return StoredElement::BF16;
+    if (*dtype == DType::F16) return StoredElement::F16;
+    if (*dtype == DType::F32) return StoredElement::F32;
   }
   E3_THROW(ErrorKind::Output, "{}: stored in a type eagle3_extract does not write", where);
 }

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 
 namespace e3::io {
 

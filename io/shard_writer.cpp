@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "kernels/hash.h"
-#include "kernels/quant.h"
+#include "core/hash.h"
+#include "core/e4m3.h"
 
 namespace e3::io {
 
@@ -101,7 +101,7 @@ ShardWriter::ShardWriter(const std::filesystem::path& out_dir, int64_t shard_ind
   write_attr(f, "model_type", attrs_.model_type);
   write_attr(f, "hidden_size", attrs_.hidden_size);
   write_attr(f, "num_hidden_layers", attrs_.num_hidden_layers);
-  write_attr(f, "dtype", std::string(kernels::dtype_name(attrs_.dtype)));
+  write_attr(f, "dtype", std::string(dtype_name(attrs_.dtype)));
   write_attr(f, "tp", attrs_.tp);
   write_attr(f, "model", attrs_.model_path);
   write_attr(f, "config_fingerprint", attrs_.config_fingerprint);
@@ -147,11 +147,11 @@ void ShardWriter::write_sample(int64_t index, const std::string* id, const std::
                                const std::vector<const float*>& finals) {
   // Convert each [T, H] block to the storage dtype, then write as delivered by the pipeline.
   const size_t T = input_ids.size(), H = static_cast<size_t>(attrs_.hidden_size);
-  const size_t row = kernels::storage_row_bytes(attrs_.dtype, attrs_.hidden_size);
+  const size_t row = storage_row_bytes(attrs_.dtype, attrs_.hidden_size);
   std::vector<std::vector<uint8_t>> blocks(layers.size() + finals.size(), std::vector<uint8_t>(T * row));
   auto convert = [&](const float* src, std::vector<uint8_t>& dst) {
-    if (attrs_.dtype != kernels::DType::F8E4M3) return kernels::convert_from_float(src, attrs_.dtype, dst.data(), T * H);
-    for (size_t t = 0; t < T; ++t) kernels::encode_e4m3_row(src + t * H, attrs_.hidden_size, dst.data() + t * row);
+    if (attrs_.dtype != DType::F8E4M3) return convert_from_float(src, attrs_.dtype, dst.data(), T * H);
+    for (size_t t = 0; t < T; ++t) encode_e4m3_row(src + t * H, attrs_.hidden_size, dst.data() + t * row);
   };
   std::vector<const void*> rows;
   for (size_t k = 0; k < layers.size(); ++k) {
@@ -235,7 +235,7 @@ void ShardWriter::write_sample_raw(int64_t index, const std::string* id, const s
   E3_REQUIRE(loss_mask.size() == input_ids.size() && K == attrs_.layer_ids.size() && finals.size() == finals_.size(),
              ErrorKind::Internal, "sample {}: {} ids, {} mask, {} layers, {} final states (expected {})", index,
              input_ids.size(), loss_mask.size(), K, finals.size(), finals_.size());
-  const size_t row = kernels::storage_row_bytes(attrs_.dtype, attrs_.hidden_size);
+  const size_t row = storage_row_bytes(attrs_.dtype, attrs_.hidden_size);
   reserve(T * (K + finals.size()) * row + T * 5 + kSampleMetadataBytes);
   H5Id group(E3_H5(H5Gcreate2(file_.get(), sample_group_name(index).c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                    "creating group {} in {}", sample_group_name(index), temp_path_.string()),
@@ -245,7 +245,7 @@ void ShardWriter::write_sample_raw(int64_t index, const std::string* id, const s
   write_dataset(group.get(), "input_ids", H5T_STD_I32LE, H5T_NATIVE_INT32, {T}, input_ids.data());
   write_dataset(group.get(), "loss_mask", H5T_STD_U8LE, H5T_NATIVE_UINT8, {T}, loss_mask.data());
 
-  if (attrs_.dtype == kernels::DType::F8E4M3) {
+  if (attrs_.dtype == DType::F8E4M3) {
     write_fp8_states(group.get(), T, layers, finals);
   } else {
     write_states(group.get(), T, layers, finals);
@@ -259,7 +259,7 @@ void ShardWriter::write_states(hid_t group, hsize_t T, const std::vector<const v
   const auto K = static_cast<hsize_t>(layers.size());
   const auto H = static_cast<hsize_t>(attrs_.hidden_size);
   // [T, K, H]: token-major, the K captures of a token side by side.
-  const size_t row = H * kernels::dtype_size(attrs_.dtype);
+  const size_t row = H * dtype_size(attrs_.dtype);
   convert_buf_.resize(T * K * row);
   // One core copies a few GB/s: spread the interleave over the writer's cores.
 #pragma omp parallel for schedule(static)
@@ -277,7 +277,7 @@ void ShardWriter::write_fp8_states(hid_t group, hsize_t T, const std::vector<con
   // [T, K, H] and the scales [T, K], the layout a reader indexes like bf16's.
   const auto K = static_cast<hsize_t>(layers.size());
   const auto H = static_cast<hsize_t>(attrs_.hidden_size);
-  const size_t row = kernels::storage_row_bytes(attrs_.dtype, attrs_.hidden_size);
+  const size_t row = storage_row_bytes(attrs_.dtype, attrs_.hidden_size);
   convert_buf_.resize(T * K * H);
   scale_buf_.resize(T * K);
 #pragma omp parallel for schedule(static)
@@ -285,7 +285,7 @@ void ShardWriter::write_fp8_states(hid_t group, hsize_t T, const std::vector<con
     for (hsize_t k = 0; k < K; ++k) {
       const uint8_t* src = static_cast<const uint8_t*>(layers[k]) + t * row;
       std::memcpy(convert_buf_.data() + (t * K + k) * H, src, H);
-      scale_buf_[t * K + k] = kernels::e4m3_row_scale_of(src, attrs_.hidden_size);
+      scale_buf_[t * K + k] = e4m3_row_scale_of(src, attrs_.hidden_size);
     }
   auto codes = [&](const char* name, const std::vector<hsize_t>& dims, const void* data) {
     const H5Id ds = write_dataset(group, name, storage_type_.get(), H5T_NATIVE_UINT8, dims, data);
@@ -299,7 +299,7 @@ void ShardWriter::write_fp8_states(hid_t group, hsize_t T, const std::vector<con
     for (hsize_t t = 0; t < T; ++t) {
       const uint8_t* src = static_cast<const uint8_t*>(finals[j]) + t * row;
       std::memcpy(convert_buf_.data() + t * H, src, H);
-      scale_buf_[t] = kernels::e4m3_row_scale_of(src, attrs_.hidden_size);
+      scale_buf_[t] = e4m3_row_scale_of(src, attrs_.hidden_size);
     }
     codes(finals_[j].name.c_str(), {T, H}, convert_buf_.data());
     write_dataset(group, (finals_[j].name + "_scale").c_str(), H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {T}, scale_buf_.data());

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "io/hdf5.h"
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 
 namespace e3::io {
 
@@ -19,7 +19,7 @@ struct ShardAttributes {
   std::string model_type;
   int64_t hidden_size = 0;
   int64_t num_hidden_layers = 0;
-  kernels::DType dtype = kernels::DType::BF16;
+  DType dtype = DType::BF16;
   int64_t tp = 1;
   std::string model_path;
   std::string config_fingerprint;

@@ -21,7 +21,7 @@
 #include <string_view>
 
 #include "io/crc32.h"
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace e3::io {
 

@@ -25,7 +25,7 @@
 #include "io/hdf5.h"
 #include "io/manifest.h"
 #include "io/shard_writer.h"
-#include "kernels/hash.h"
+#include "core/hash.h"
 
 namespace e3::io {
 namespace {
@@ -149,7 +149,7 @@ constexpr size_t kReadChunk = 8 << 20;
 // the work, reading the bytes, hashing them and checking the values, runs in parallel.
 class ShardChecker {
  public:
-  ShardChecker(const RunFingerprint& fp, std::optional<kernels::DType> dtype, bool fp8, std::mutex& hdf5)
+  ShardChecker(const RunFingerprint& fp, std::optional<DType> dtype, bool fp8, std::mutex& hdf5)
       : fp_(fp), want_dtype_(dtype), fp8_(fp8), finals_(final_datasets(fp.final_mode)), K_(fp.layer_ids.size()),
         hdf5_(hdf5) {}
 
@@ -289,8 +289,8 @@ class ShardChecker {
       enc = Encoding::FP8;
     } else {
       E3_VERIFY(storage_dtype_of(shape.type.get()) == want_dtype_, "{}: {} is not stored as {}", sw, name, fp_.dtype);
-      enc = *want_dtype_ == kernels::DType::BF16 ? Encoding::BF16
-            : *want_dtype_ == kernels::DType::F16 ? Encoding::F16
+      enc = *want_dtype_ == DType::BF16 ? Encoding::BF16
+            : *want_dtype_ == DType::F16 ? Encoding::F16
                                                   : Encoding::F32;
     }
     region(ds.get(), sw, name, enc, dims, regions, buf);
@@ -300,7 +300,7 @@ class ShardChecker {
     H5Id scale = open_dataset(g, scale_name.c_str(), sw);
     DatasetShape scale_shape = shape_of(scale.get());
     const std::vector<hsize_t> rows(dims.begin(), dims.end() - 1);
-    E3_VERIFY(scale_shape.dims == rows && storage_dtype_of(scale_shape.type.get()) == kernels::DType::F32,
+    E3_VERIFY(scale_shape.dims == rows && storage_dtype_of(scale_shape.type.get()) == DType::F32,
               "{}: {} must be float32 of shape [{}], it is [{}]", sw, scale_name, fmt::join(rows, ", "),
               fmt::join(scale_shape.dims, ", "));
     region(scale.get(), sw, scale_name, Encoding::Scale, rows, regions, buf);
@@ -349,7 +349,7 @@ class ShardChecker {
   }
 
   const RunFingerprint fp_;
-  const std::optional<kernels::DType> want_dtype_;
+  const std::optional<DType> want_dtype_;
   const bool fp8_;
   const std::vector<FinalDataset> finals_;
   const hsize_t K_;
@@ -362,9 +362,9 @@ class Verifier {
  public:
   Verifier(std::filesystem::path dir, const Manifest& first, const VerifyOptions& options)
       : dir_(std::move(dir)), fp_(first.fingerprint), options_(options) {
-    if (fp_.dtype == "bf16") want_dtype_ = kernels::DType::BF16;
-    if (fp_.dtype == "fp16") want_dtype_ = kernels::DType::F16;
-    if (fp_.dtype == "fp32") want_dtype_ = kernels::DType::F32;
+    if (fp_.dtype == "bf16") want_dtype_ = DType::BF16;
+    if (fp_.dtype == "fp16") want_dtype_ = DType::F16;
+    if (fp_.dtype == "fp32") want_dtype_ = DType::F32;
     fp8_ = fp_.dtype == "fp8";
     E3_VERIFY(want_dtype_.has_value() || fp8_, "{}: unknown dtype '{}'", kManifestName, fp_.dtype);
     E3_VERIFY(fp_.final_mode == "post-norm" || fp_.final_mode == "pre-norm" || fp_.final_mode == "both" ||
@@ -535,7 +535,7 @@ class Verifier {
   std::filesystem::path dir_;
   RunFingerprint fp_;
   VerifyOptions options_;
-  std::optional<kernels::DType> want_dtype_;
+  std::optional<DType> want_dtype_;
   bool fp8_ = false;
   VerifyReport report_{};
   bool all_complete_ = true;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "io/manifest.h"
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace e3::io {
 

@@ -5,7 +5,7 @@
 #include <set>
 #include <thread>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "parallel/mpi_check.h"
 
 namespace e3::jobs {

@@ -10,7 +10,7 @@
 
 #include "jobs/backend_select.h"
 #include "jobs/step_writer.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "model/model.h"
 #include "parallel/mpi_check.h"
 
@@ -21,7 +21,7 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 json read_config(const std::filesystem::path& path, int64_t num_layers) {
-  json doc = model::read_json_file(path, ErrorKind::Usage, "bench --config: ", "");
+  json doc = read_json_file(path, ErrorKind::Usage, "bench --config: ", "");
   if (num_layers > 0) doc["num_hidden_layers"] = num_layers;
   return doc;
 }
@@ -61,8 +61,8 @@ double matmul_ceiling_tflops(kernels::Backend& be) {
   const int64_t n = 8192;
   kernels::DeviceBuffer a = be.allocate(static_cast<size_t>(n * n) * 2), b = be.allocate(static_cast<size_t>(n * n) * 2),
                         c = be.allocate(static_cast<size_t>(n * n) * 2);
-  kernels::Tensor ta = a.view(kernels::DType::BF16, n, n), tb = b.view(kernels::DType::BF16, n, n),
-                  tc = c.view(kernels::DType::BF16, n, n);
+  kernels::Tensor ta = a.view(DType::BF16, n, n), tb = b.view(DType::BF16, n, n),
+                  tc = c.view(DType::BF16, n, n);
   be.fill_random(ta, 1, 1.0f);
   be.fill_random(tb, 2, 1.0f);
   for (int i = 0; i < 3; ++i) be.linear(ta, tb, nullptr, tc);
@@ -101,7 +101,7 @@ double run_end_to_end(const BenchOptions& o, const model::ModelConfig& cfg, kern
   attrs.model_type = cfg.model_type;
   attrs.hidden_size = cfg.hidden_size;
   attrs.num_hidden_layers = cfg.num_hidden_layers;
-  attrs.dtype = kernels::parse_storage_dtype(o.dtype);
+  attrs.dtype = parse_storage_dtype(o.dtype);
   attrs.tp = grid.tp_size();
   attrs.model_path = "bench:" + o.config.string();
   attrs.tool_version = E3_VERSION_STRING;
@@ -258,7 +258,7 @@ int run_bench(const BenchOptions& o, const parallel::Grid& grid) {
       line["e2e_vs_compute"] = std::round(secs / e2e_secs * 1000) / 1000;
       line["e2e_written_gb_per_s"] =
           std::round(static_cast<double>(tokens) * static_cast<double>(capture_ids.size() + 1) *
-                     static_cast<double>(kernels::storage_row_bytes(kernels::parse_storage_dtype(o.dtype), cfg.hidden_size)) /
+                     static_cast<double>(storage_row_bytes(parse_storage_dtype(o.dtype), cfg.hidden_size)) /
                      e2e_secs / 1e7) / 100;
     }
     std::printf("%s\n", line.dump().c_str());

@@ -16,7 +16,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace e3::jobs {
 

@@ -27,11 +27,11 @@
 #include "io/tensor_file.h"
 #include "io/torch_save.h"
 #include "io/verify.h"
-#include "kernels/dtype.h"
-#include "kernels/error.h"
-#include "kernels/hash.h"
-#include "kernels/json_read.h"
-#include "kernels/quant.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/hash.h"
+#include "core/json_read.h"
+#include "core/e4m3.h"
 
 namespace e3::jobs {
 
@@ -143,7 +143,7 @@ fs::path rows_fragment(const fs::path& dest, int64_t shard_index) {
 // A float8 e4m3fn code's value before its row's scale.
 std::array<float, 256> e4m3_table() {
   std::array<float, 256> t{};
-  for (int b = 0; b < 256; ++b) t[static_cast<size_t>(b)] = kernels::e4m3fn_to_float(static_cast<uint8_t>(b));
+  for (int b = 0; b < 256; ++b) t[static_cast<size_t>(b)] = e4m3fn_to_float(static_cast<uint8_t>(b));
   return t;
 }
 
@@ -260,14 +260,14 @@ class SampleExporter {
         for (size_t i = 0; i < n; ++i) {
           float v;
           std::memcpy(&v, raw_.data() + 4 * i, 4);
-          dst[i] = kernels::float_to_bf16(v);
+          dst[i] = float_to_bf16(v);
         }
         return;
       case io::StoredElement::F16:
         for (size_t i = 0; i < n; ++i) {
           uint16_t h;
           std::memcpy(&h, raw_.data() + 2 * i, 2);
-          dst[i] = kernels::float_to_bf16(io::fp16_bits_to_float(h));
+          dst[i] = float_to_bf16(io::fp16_bits_to_float(h));
         }
         return;
       case io::StoredElement::FP8: {
@@ -277,7 +277,7 @@ class SampleExporter {
         const size_t H = d.dims.back();
         for (size_t r = 0; r < scales_.size(); ++r)
           for (size_t h = 0; h < H; ++h)
-            dst[r * H + h] = kernels::float_to_bf16(table_[raw_[r * H + h]] * scales_[r]);
+            dst[r * H + h] = float_to_bf16(table_[raw_[r * H + h]] * scales_[r]);
         return;
       }
       default: E3_THROW(ErrorKind::Verify, "{}: {} is not stored as states", sw, d.name);
@@ -375,7 +375,7 @@ bool prepare_export(const ExportOptions& o) {
   E3_REQUIRE(!ec && fs::is_directory(o.dest), ErrorKind::Output, "export: cannot create {}: {}", o.dest.string(),
              ec.message());
   if (fs::exists(o.dest / kDoneFile)) {
-    nlohmann::json done = kernels::read_json_file(o.dest / kDoneFile, ErrorKind::Output, "export: ");
+    nlohmann::json done = read_json_file(o.dest / kDoneFile, ErrorKind::Output, "export: ");
     for (const auto& [key, value] : identity.items())
       E3_REQUIRE(done.contains(key) && done[key] == value, ErrorKind::Output,
                  "export: {} already holds an export of other data or in another format ({} differs): give a new DEST",
@@ -384,7 +384,7 @@ bool prepare_export(const ExportOptions& o) {
   }
   const fs::path state = o.dest / kStateDir / kStateFile;
   if (fs::exists(state)) {
-    nlohmann::json was = kernels::read_json_file(state, ErrorKind::Output, "export: ");
+    nlohmann::json was = read_json_file(state, ErrorKind::Output, "export: ");
     E3_REQUIRE(was == identity, ErrorKind::Output,
                "export: {} holds an unfinished export of other data or in another format: give a new DEST, or "
                "remove it",

@@ -9,7 +9,7 @@
 
 #include "jobs/extract_phases.h"
 #include "jobs/signals.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "parallel/agreement.h"
 
 namespace e3::jobs {

@@ -10,7 +10,7 @@
 
 #include "jobs/backend_select.h"
 #include "jobs/extract_phases.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "parallel/agreement.h"
 
 namespace e3::jobs {
@@ -60,7 +60,7 @@ void log_plan(const RunConfig& rc, const parallel::Grid& grid, const ValidatedRe
   const io::Dataset& data = req.data;
   spdlog::info("model {} ({}, {} layers, hidden {}), capture ids [{}], final {}, dtype {}", rc.model_dir.string(),
                model::family_name(mc.family), mc.num_hidden_layers, mc.hidden_size, fmt::join(req.layers, ", "),
-               model::final_mode_name(rc.final_mode), kernels::dtype_name(rc.dtype));
+               model::final_mode_name(rc.final_mode), dtype_name(rc.dtype));
   if (model::distinct_ids(req.layers).size() != req.layers.size())
     spdlog::warn("capture ids [{}] repeat a layer; it is stored once per mention", fmt::join(req.layers, ", "));
   spdlog::info("data {}: {} samples, {} longer than --max-seq-len {} ({}: {} skipped, {} truncated)",
@@ -107,7 +107,7 @@ ValidatedRequest validate_request(const RunConfig& rc, const parallel::Grid& gri
     fp.model_fingerprint = mc.fingerprint + "-" + req.checkpoint->fingerprint();
     fp.layer_ids.assign(req.layers.begin(), req.layers.end());
     fp.final_mode = model::final_mode_name(rc.final_mode);
-    fp.dtype = kernels::dtype_name(rc.dtype);
+    fp.dtype = dtype_name(rc.dtype);
     fp.max_seq_len = rc.max_seq_len;
     fp.on_long = io::on_long_name(rc.on_long);
     fp.samples_per_shard = rc.samples_per_shard;

@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "kernels/dtype.h"
-#include "kernels/error.h"
+#include "core/dtype.h"
+#include "core/error.h"
 #include "model/model.h"
 
 namespace e3::jobs {
@@ -68,13 +68,13 @@ std::string model_info(const InfoOptions& o) {
                      fmt::join(model::default_capture_ids(c), ", ")));
     // What a shard holds per token with those ids and the final state, by --dtype.
     const auto rows = static_cast<double>(model::default_capture_ids(c).size() + 1);
-    auto per_token = [&](kernels::DType t) {
-      return fmt::format("{} {:.1f} KiB", kernels::dtype_name(t),
-                         rows * static_cast<double>(kernels::storage_row_bytes(t, c.hidden_size)) / 1024.0);
+    auto per_token = [&](DType t) {
+      return fmt::format("{} {:.1f} KiB", dtype_name(t),
+                         rows * static_cast<double>(storage_row_bytes(t, c.hidden_size)) / 1024.0);
     };
     line(fmt::format("output per token {}, {}, {} (default layers and the final state)",
-                     per_token(kernels::DType::BF16), per_token(kernels::DType::F8E4M3),
-                     per_token(kernels::DType::F32)));
+                     per_token(DType::BF16), per_token(DType::F8E4M3),
+                     per_token(DType::F32)));
   } else {
     line("default layers   none: fewer than 4 layers, pass --layers");
   }
@@ -85,8 +85,8 @@ std::string model_info(const InfoOptions& o) {
     return out;
   }
   model::ModelOptions mo{0, o.tp, o.max_tokens_per_step, o.max_seq_len};
-  const model::MemoryPlan gpu = model::plan_memory(c, kernels::DType::BF16, mo);
-  const model::MemoryPlan cpu = model::plan_memory(c, kernels::DType::F32, mo);
+  const model::MemoryPlan gpu = model::plan_memory(c, DType::BF16, mo);
+  const model::MemoryPlan cpu = model::plan_memory(c, DType::F32, mo);
   line(fmt::format("memory per rank  at --tp {}, --max-tokens-per-step {}, --max-seq-len {}:", o.tp,
                    o.max_tokens_per_step, o.max_seq_len));
   line(fmt::format("  cuda (bf16)    weights {}, workspace {}, total {}", gib(gpu.weight_bytes),

@@ -6,7 +6,7 @@
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace e3::jobs {
 

@@ -20,7 +20,7 @@
 
 #include "io/shard_writer.h"
 #include "io/verify.h"
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace e3::jobs {
 

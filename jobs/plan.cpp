@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "jobs/output_dir.h"
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace e3::jobs {
 
@@ -14,9 +14,9 @@ std::vector<const ShardPlan*> WorkPlan::pending_for(int dp_group) const {
   return out;
 }
 
-int64_t state_bytes_per_token(size_t capture_ids, size_t final_states, int64_t hidden_size, kernels::DType dtype) {
+int64_t state_bytes_per_token(size_t capture_ids, size_t final_states, int64_t hidden_size, DType dtype) {
   return static_cast<int64_t>(capture_ids + final_states) *
-         static_cast<int64_t>(kernels::storage_row_bytes(dtype, hidden_size));
+         static_cast<int64_t>(storage_row_bytes(dtype, hidden_size));
 }
 
 std::vector<std::pair<int64_t, int64_t>> shard_ranges(const io::Dataset& data, const ShardLimits& limits) {

@@ -12,7 +12,7 @@
 
 #include "io/dataset.h"
 #include "io/manifest.h"
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 
 namespace e3::jobs {
 
@@ -50,7 +50,7 @@ struct ShardLimits {
 
 // Bytes one token's states take in a shard: each capture id, plus each final state stored
 // (none, one, or two with --final both). The shard cap and the free-space estimate both use it.
-int64_t state_bytes_per_token(size_t capture_ids, size_t final_states, int64_t hidden_size, kernels::DType dtype);
+int64_t state_bytes_per_token(size_t capture_ids, size_t final_states, int64_t hidden_size, DType dtype);
 
 // The shards of the whole input (every part's), in order, as [first, end) sample ranges. A
 // shard takes samples while its estimated bytes stay within max_bytes, its sample count

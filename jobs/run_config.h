@@ -11,7 +11,7 @@
 #include "io/manifest.h"
 #include "jobs/option_names.h"
 #include "jobs/part.h"
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 #include "model/capture.h"
 
 namespace e3::jobs {
@@ -59,7 +59,7 @@ struct RunConfig {
   BackendKind backend = BackendKind::Auto;
   CommKind comm = CommKind::Auto;
   double collective_timeout_s = 600.0;     // the watchdog's limit for one step
-  kernels::DType dtype = kernels::DType::BF16;
+  DType dtype = DType::BF16;
   int64_t max_seq_len = 8192;
   io::OnLong on_long = io::OnLong::Skip;
   OnNonfinite on_nonfinite = OnNonfinite::Error;

@@ -8,7 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "jobs/signals.h"
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace e3::jobs {
 namespace {

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "kernels/error.h"
-#include "kernels/quant.h"
+#include "core/error.h"
+#include "core/e4m3.h"
 
 namespace e3::jobs {
 
@@ -85,7 +85,7 @@ void ShardCommitter::commit_through(size_t upto) {
 }
 
 void ShardCommitter::write(const std::vector<StepSample>& samples, const model::StagedCapture& capture, int slot) {
-  const size_t row = kernels::storage_row_bytes(capture.storage(), capture.hidden_size());
+  const size_t row = storage_row_bytes(capture.storage(), capture.hidden_size());
   std::vector<const void*> rows(capture.num_ids());
   const std::vector<const void*> finals = capture.final_states(slot);  // the step's blocks
   std::vector<const void*> final_rows(finals.size());                   // this sample's rows in them
@@ -119,26 +119,26 @@ std::optional<std::string> ShardCommitter::nonfinite_reason(const std::vector<co
                                                             int64_t tokens) const {
   const size_t H = static_cast<size_t>(attrs_.hidden_size), n = static_cast<size_t>(tokens) * H;
   auto describe = [&](const void* block, const std::string& what) -> std::optional<std::string> {
-    if (attrs_.dtype == kernels::DType::F8E4M3) {
+    if (attrs_.dtype == DType::F8E4M3) {
       // encode_e4m3_row gave a row holding NaN or infinity a non-finite scale and the column.
-      const size_t row = kernels::storage_row_bytes(attrs_.dtype, attrs_.hidden_size);
+      const size_t row = storage_row_bytes(attrs_.dtype, attrs_.hidden_size);
       for (int64_t t = 0; t < tokens; ++t) {
         const auto* r = static_cast<const uint8_t*>(block) + static_cast<size_t>(t) * row;
-        const float scale = kernels::e4m3_row_scale_of(r, attrs_.hidden_size);
+        const float scale = e4m3_row_scale_of(r, attrs_.hidden_size);
         if (std::isfinite(scale)) continue;
         return fmt::format("{} in {} at token {} of {}, column {}", std::isnan(scale) ? "NaN" : "infinity", what, t,
-                           tokens, kernels::e4m3_row_bad_column(r, attrs_.hidden_size));
+                           tokens, e4m3_row_bad_column(r, attrs_.hidden_size));
       }
       return std::nullopt;
     }
-    const size_t i = kernels::first_nonfinite(block, attrs_.dtype, n);
+    const size_t i = first_nonfinite(block, attrs_.dtype, n);
     if (i == n) return std::nullopt;
     float v = 0;
-    kernels::convert_to_float(static_cast<const char*>(block) + i * kernels::dtype_size(attrs_.dtype), attrs_.dtype,
+    convert_to_float(static_cast<const char*>(block) + i * dtype_size(attrs_.dtype), attrs_.dtype,
                               &v, 1);
     return fmt::format("{} in {} at token {} of {}, column {}{}", std::isnan(v) ? "NaN" : "infinity", what, i / H,
                        tokens, i % H,
-                       attrs_.dtype == kernels::DType::F16 && !std::isnan(v) ? " (beyond fp16's range? try --dtype bf16)"
+                       attrs_.dtype == DType::F16 && !std::isnan(v) ? " (beyond fp16's range? try --dtype bf16)"
                                                                             : "");
   };
   for (size_t k = 0; k < rows.size(); ++k)
@@ -159,20 +159,20 @@ void ShardCommitter::finish(bool all_written) {
 std::string capture_stats(const model::StagedCapture& capture, int slot, int64_t tokens) {
   const size_t n = static_cast<size_t>(tokens * capture.hidden_size());
   std::vector<float> chunk(4096);
-  const bool fp8 = capture.storage() == kernels::DType::F8E4M3;
+  const bool fp8 = capture.storage() == DType::F8E4M3;
   const int64_t H = capture.hidden_size();
   if (fp8) chunk.resize(static_cast<size_t>(H));  // fp8 decodes a row at a time (its scale)
   auto describe = [&](const void* rows) {
     double sum_sq = 0;
     float lo = std::numeric_limits<float>::infinity(), hi = -lo;
-    const size_t e = kernels::dtype_size(capture.storage()), row = kernels::storage_row_bytes(capture.storage(), H);
+    const size_t e = dtype_size(capture.storage()), row = storage_row_bytes(capture.storage(), H);
     for (size_t begin = 0; begin < n; begin += chunk.size()) {
       const size_t m = std::min(chunk.size(), n - begin);
       if (fp8) {
-        kernels::decode_e4m3_row(static_cast<const uint8_t*>(rows) + begin / static_cast<size_t>(H) * row, H,
+        decode_e4m3_row(static_cast<const uint8_t*>(rows) + begin / static_cast<size_t>(H) * row, H,
                                  chunk.data());
       } else {
-        kernels::convert_to_float(static_cast<const char*>(rows) + begin * e, capture.storage(), chunk.data(), m);
+        convert_to_float(static_cast<const char*>(rows) + begin * e, capture.storage(), chunk.data(), m);
       }
       for (size_t i = 0; i < m; ++i) {
         sum_sq += static_cast<double>(chunk[i]) * chunk[i];

@@ -4,7 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "parallel/mpi_env.h"
 
 namespace e3::jobs {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "kernels/ops_cpu.h"
 
 namespace e3::kernels::cpu {

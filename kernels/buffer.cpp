@@ -1,6 +1,6 @@
 #include "kernels/buffer.h"
 
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace e3::kernels {
 

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "kernels/backend.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "kernels/ops_cpu.h"
 
 namespace e3::kernels {

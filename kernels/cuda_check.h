@@ -3,7 +3,7 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/error.h"
+#include "core/error.h"
 
 #define E3_CUDA_CHECK(call)                                                                          \
   do {                                                                                               \

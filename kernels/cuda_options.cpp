@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace e3::kernels {
 

@@ -3,7 +3,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "kernels/ops_cpu.h"
 
 namespace e3::kernels::cpu {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cuda_common.cuh"
-#include "kernels/hash.h"
+#include "core/hash.h"
 #include "kernels/ops_cuda.h"
 
 namespace e3::kernels::cuda {

@@ -16,7 +16,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "kernels/ops_cpu.h"
 
 namespace e3::kernels::cpu {

@@ -3,7 +3,7 @@
 #include <limits>
 #include <numeric>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "kernels/ops_cpu.h"
 
 namespace e3::kernels::cpu {

@@ -1,6 +1,6 @@
 // The build without a CUDA toolkit: no GPUs, and a clear error if one is asked for.
 #include "kernels/backend.h"
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace e3::kernels {
 

@@ -1,6 +1,6 @@
 #include <cmath>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "kernels/ops_cpu.h"
 
 namespace e3::kernels::cpu {

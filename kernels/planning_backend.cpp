@@ -1,7 +1,7 @@
 #include <algorithm>
 
 #include "kernels/backend.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "kernels/moe_scratch.h"
 #include "kernels/ops_cpu.h"
 

@@ -1,4 +1,4 @@
-#include "kernels/error.h"
+#include "core/error.h"
 #include "kernels/ops_cpu.h"
 
 namespace e3::kernels::cpu {

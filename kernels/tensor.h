@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 
 namespace e3::kernels {
 

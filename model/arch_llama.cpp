@@ -62,7 +62,7 @@ void parse_qwen3_moe(const json& doc, const ConfigKeys& k, ModelConfig& c) {
   if (doc.contains("mlp_only_layers") && doc["mlp_only_layers"].is_array())
     for (const json& v : doc["mlp_only_layers"]) {
       E3_REQUIRE(v.is_number_integer(), ErrorKind::Model, "{}: 'mlp_only_layers' holds {}, not a layer index",
-                 k.where(), kernels::json_excerpt(v));
+                 k.where(), json_excerpt(v));
       dense_only.push_back(v.get<int64_t>());
     }
   for (int64_t l = 0; l < c.num_hidden_layers; ++l)

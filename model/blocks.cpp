@@ -5,16 +5,15 @@
 
 #include <fmt/format.h>
 
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace e3::model {
 
-using kernels::DType;
 using kernels::Tensor;
 
 void WorkspaceNeeds::need(Scratch s, int64_t cols, DType dtype) {
   size_t& b = bytes_per_token[static_cast<size_t>(s)];
-  b = std::max(b, static_cast<size_t>(cols) * kernels::dtype_size(dtype));
+  b = std::max(b, static_cast<size_t>(cols) * dtype_size(dtype));
 }
 
 void WorkspaceNeeds::need_dequant(const LinearWeight& w) {

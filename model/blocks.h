@@ -30,7 +30,7 @@ struct WorkspaceNeeds {
   std::array<size_t, static_cast<size_t>(Scratch::kCount)> bytes_per_token{};
   kernels::MoeScratchShape moe;
   int64_t dequant_elems = 0;  // the largest linear weight kept quantized, dequantized for use
-  void need(Scratch s, int64_t cols, kernels::DType dtype);
+  void need(Scratch s, int64_t cols, DType dtype);
   void need_moe(const kernels::MoeScratchShape& shape);
   void need_dequant(const LinearWeight& w);
 };
@@ -46,7 +46,7 @@ struct Workspace {
   kernels::Tensor moe_work;  // the MoeWork slot as bytes, for Backend::moe_experts
   kernels::DeviceBuffer dequant;  // a quantized linear weight, dequantized for its GEMM
 
-  kernels::Tensor view(Scratch s, kernels::DType dtype, int64_t rows, int64_t cols) const {
+  kernels::Tensor view(Scratch s, DType dtype, int64_t rows, int64_t cols) const {
     return scratch[static_cast<size_t>(s)].view(dtype, rows, cols);
   }
   size_t bytes() const;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace e3::model {
 
@@ -151,7 +151,7 @@ const float* HostCapture::layer(size_t k) const {
   return slots_[static_cast<size_t>(slot_of(ids_.at(k)))].data();
 }
 
-StagedCapture::StagedCapture(kernels::Backend& backend, std::vector<int> ids, FinalMode final, kernels::DType storage,
+StagedCapture::StagedCapture(kernels::Backend& backend, std::vector<int> ids, FinalMode final, DType storage,
                              int64_t hidden_size, int64_t max_tokens, int slots)
     : backend_(backend),
       ids_(std::move(ids)),
@@ -170,18 +170,18 @@ StagedCapture::StagedCapture(kernels::Backend& backend, std::vector<int> ids, Fi
 }
 
 size_t StagedCapture::region_bytes() const {
-  return static_cast<size_t>(max_tokens_) * kernels::storage_row_bytes(storage_, hidden_);
+  return static_cast<size_t>(max_tokens_) * storage_row_bytes(storage_, hidden_);
 }
 
 void StagedCapture::stage(kernels::Tensor state, int region) {
   const size_t offset = (static_cast<size_t>(slot_) * static_cast<size_t>(regions_) + static_cast<size_t>(region)) *
                         region_bytes();
-  if (storage_ == kernels::DType::F8E4M3) {
+  if (storage_ == DType::F8E4M3) {
     // Encoded from the captured values themselves, so that a NaN or infinity among them
     // reaches the writer's check (encode_e4m3_row marks such a row) before anything is stored.
     backend_.encode_e4m3_rows(
-        state, device_.view(kernels::DType::U8, state.rows,
-                            static_cast<int64_t>(kernels::storage_row_bytes(storage_, hidden_)), offset));
+        state, device_.view(DType::U8, state.rows,
+                            static_cast<int64_t>(storage_row_bytes(storage_, hidden_)), offset));
   } else {
     backend_.copy(state, device_.view(storage_, state.rows, state.cols, offset));
   }
@@ -222,7 +222,7 @@ void StagedCapture::capture_final(FinalNorm which, kernels::Tensor state) {
 }
 
 uint64_t StagedCapture::finish_step() {
-  const size_t used = static_cast<size_t>(tokens_) * kernels::storage_row_bytes(storage_, hidden_);
+  const size_t used = static_cast<size_t>(tokens_) * storage_row_bytes(storage_, hidden_);
   uint64_t ticket = 0;
   for (int r = 0; r < regions_; ++r) {
     const size_t offset = (static_cast<size_t>(slot_) * static_cast<size_t>(regions_) + static_cast<size_t>(r)) * region_bytes();

@@ -108,7 +108,7 @@ class HostCapture final : public CaptureSink {
 // `slots` steps can be in flight; the caller keeps a slot's host rows until it is done.
 class StagedCapture final : public CaptureSink {
  public:
-  StagedCapture(kernels::Backend& backend, std::vector<int> ids, FinalMode final, kernels::DType storage,
+  StagedCapture(kernels::Backend& backend, std::vector<int> ids, FinalMode final, DType storage,
                 int64_t hidden_size, int64_t max_tokens, int slots);
 
   bool wants(int id) const override;
@@ -128,7 +128,7 @@ class StagedCapture final : public CaptureSink {
   std::vector<const void*> final_states(int slot) const;
   size_t num_ids() const { return ids_.size(); }
   int id(size_t k) const { return ids_[k]; }
-  kernels::DType storage() const { return storage_; }
+  DType storage() const { return storage_; }
   int64_t hidden_size() const { return hidden_; }
   int slots() const { return slots_; }
 
@@ -141,7 +141,7 @@ class StagedCapture final : public CaptureSink {
   std::vector<int> ids_, distinct_;
   FinalMode final_;
   std::vector<FinalNorm> finals_;
-  kernels::DType storage_;
+  DType storage_;
   int64_t hidden_, max_tokens_;
   int slots_, regions_;
   int slot_ = 0;

@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/error.h"
-#include "kernels/hash.h"
-#include "kernels/json_read.h"
+#include "core/error.h"
+#include "core/hash.h"
+#include "core/json_read.h"
 #include "model/arch.h"
 #include "model/config_keys.h"
 #include "model/safetensors.h"
@@ -120,7 +120,7 @@ QuantConfig parse_compressed_tensors(const json& q, const std::string& where) {
              ErrorKind::Model, "{}: compressed-tensors without config_groups", at);
   bool first = true;
   for (const auto& [name, group] : q["config_groups"].items()) {
-    const std::string g = at + " config_groups." + kernels::clip(name, 64);
+    const std::string g = at + " config_groups." + clip(name, 64);
     E3_REQUIRE(group.is_object() && group.contains("weights") && group["weights"].is_object(), ErrorKind::Model,
                "{}: no weights scheme", g);
     const json& w = group["weights"];
@@ -209,7 +209,7 @@ ModelConfig parse_config(const json& whole, const std::filesystem::path& source)
   c.model_type = k.string_or("model_type", ConfigKeys(whole, where).string_or("model_type", ""));
   c.family = find_arch(text == &whole ? c.architecture : "", c.model_type);
   E3_REQUIRE(c.family != nullptr, ErrorKind::Model, "{}: unsupported architecture '{}' (model_type '{}'); supported: {}",
-             where, kernels::clip(c.architecture), c.model_type, supported_model_types());
+             where, clip(c.architecture), c.model_type, supported_model_types());
   c.attention = c.family->attention;
 
   c.hidden_size = k.size("hidden_size", kMaxHidden);
@@ -253,7 +253,7 @@ ModelConfig parse_model_config(const json& whole, const std::filesystem::path& s
     return parse_config(whole, source);
   } catch (const json::exception& e) {
     // A value of a type the checks above did not expect: still a model error naming the file.
-    E3_THROW(ErrorKind::Model, "{}: {}", source.string(), kernels::clip(e.what(), 200));
+    E3_THROW(ErrorKind::Model, "{}: {}", source.string(), clip(e.what(), 200));
   }
 }
 

@@ -10,8 +10,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "kernels/error.h"
-#include "kernels/json_read.h"
+#include "core/error.h"
+#include "core/json_read.h"
 #include "model/router.h"
 
 namespace e3::model {
@@ -122,8 +122,6 @@ struct ModelConfig {
 ModelConfig load_model_config(const std::filesystem::path& model_dir);
 // The same from a config file by its own path (the benchmark's shapes).
 ModelConfig load_model_config_file(const std::filesystem::path& path);
-// The JSON document in `path`, bounded and refusing non-regular files (kernels/json_read.h).
-using kernels::read_json_file;
 // The same from an already parsed document; `source` is used in error messages.
 ModelConfig parse_model_config(const nlohmann::json& doc, const std::filesystem::path& source);
 

@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/error.h"
-#include "kernels/json_read.h"
+#include "core/error.h"
+#include "core/json_read.h"
 
 namespace e3::model {
 
@@ -47,7 +47,7 @@ class ConfigKeys {
                       : v.is_number_float()   ? v.get<double>() == std::floor(v.get<double>()) &&
                                                   std::fabs(v.get<double>()) < kLimit
                                               : false;
-    E3_REQUIRE(fits, ErrorKind::Model, "{}: '{}' must be an integer, got {}", where_, key, kernels::json_excerpt(v));
+    E3_REQUIRE(fits, ErrorKind::Model, "{}: '{}' must be an integer, got {}", where_, key, json_excerpt(v));
     return v.is_number_integer() ? v.get<int64_t>() : static_cast<int64_t>(v.get<double>());
   }
   int64_t positive(const char* key) const {
@@ -69,7 +69,7 @@ class ConfigKeys {
   double number_or(const char* key, double fallback) const {
     if (!has(key)) return fallback;
     const nlohmann::json& v = obj_.at(key);
-    E3_REQUIRE(v.is_number(), ErrorKind::Model, "{}: '{}' must be a number, got {}", where_, key, kernels::json_excerpt(v));
+    E3_REQUIRE(v.is_number(), ErrorKind::Model, "{}: '{}' must be a number, got {}", where_, key, json_excerpt(v));
     return v.get<double>();
   }
   std::optional<double> optional_number(const char* key) const {
@@ -79,17 +79,17 @@ class ConfigKeys {
   bool boolean_or(const char* key, bool fallback) const {
     if (!has(key)) return fallback;
     const nlohmann::json& v = obj_.at(key);
-    E3_REQUIRE(v.is_boolean(), ErrorKind::Model, "{}: '{}' must be true or false, got {}", where_, key, kernels::json_excerpt(v));
+    E3_REQUIRE(v.is_boolean(), ErrorKind::Model, "{}: '{}' must be true or false, got {}", where_, key, json_excerpt(v));
     return v.get<bool>();
   }
   std::string string_or(const char* key, const std::string& fallback) const {
     if (!has(key)) return fallback;
     const nlohmann::json& v = obj_.at(key);
-    E3_REQUIRE(v.is_string(), ErrorKind::Model, "{}: '{}' must be a string, got {}", where_, key, kernels::json_excerpt(v));
+    E3_REQUIRE(v.is_string(), ErrorKind::Model, "{}: '{}' must be a string, got {}", where_, key, json_excerpt(v));
     // Every string a config holds is a short name; a longer one would only flood messages.
     E3_REQUIRE(v.get_ref<const std::string&>().size() <= 256, ErrorKind::Model,
                "{}: '{}' is a string of {} bytes, longer than any name it could hold: {}", where_, key,
-               v.get_ref<const std::string&>().size(), kernels::json_excerpt(v));
+               v.get_ref<const std::string&>().size(), json_excerpt(v));
     return v.get<std::string>();
   }
   const std::string& where() const { return where_; }

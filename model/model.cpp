@@ -2,12 +2,11 @@
 
 #include <optional>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "model/decoder.h"
 
 namespace e3::model {
 
-using kernels::DType;
 using kernels::Tensor;
 
 void HostBatch::clear() {
@@ -110,7 +109,7 @@ class DecoderModel final : public Model {
  private:
   void allocate_workspace() {
     kernels::Backend& be = backend_;
-    const size_t e = kernels::dtype_size(be.compute_dtype());
+    const size_t e = dtype_size(be.compute_dtype());
     const auto M = static_cast<size_t>(opt_.max_tokens);
     const auto H = static_cast<size_t>(config_.hidden_size);
     ws_.ids = be.allocate(M * 4);

@@ -59,6 +59,6 @@ struct MemoryPlan {
   size_t workspace_bytes = 0;
 };
 // The memory one rank would use, computed from the config alone (no weights are read).
-MemoryPlan plan_memory(const ModelConfig& config, kernels::DType compute_dtype, const ModelOptions& options);
+MemoryPlan plan_memory(const ModelConfig& config, DType compute_dtype, const ModelOptions& options);
 
 }  // namespace e3::model

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace e3::model {
 namespace {

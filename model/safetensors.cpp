@@ -14,9 +14,9 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "kernels/error.h"
-#include "kernels/hash.h"
-#include "kernels/json_read.h"
+#include "core/error.h"
+#include "core/hash.h"
+#include "core/json_read.h"
 
 namespace e3::model {
 namespace {
@@ -34,7 +34,7 @@ StDType parse_dtype(const std::string& s, const std::string& where) {
       {"BOOL", StDType::BOOL},   {"F8_E4M3", StDType::F8_E4M3}, {"F8_E5M2", StDType::F8_E5M2}};
   for (const auto& [name, t] : table)
     if (s == name) return t;
-  E3_THROW(ErrorKind::Model, "{}: unknown dtype '{}'", where, kernels::clip(s));
+  E3_THROW(ErrorKind::Model, "{}: unknown dtype '{}'", where, clip(s));
 }
 
 }  // namespace
@@ -77,7 +77,7 @@ int64_t TensorInfo::numel() const {
 
 MappedFile::MappedFile(const std::filesystem::path& path) {
   // A FIFO or device is refused here, not mapped or waited on.
-  const kernels::RegularFile file(path, ErrorKind::Model);
+  const RegularFile file(path, ErrorKind::Model);
   size_ = file.size();
   if (size_ > 0) {
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd(), 0);
@@ -140,14 +140,14 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path)
   data_start_ = 8 + header_len;
   const uint64_t data_len = map_.size() - data_start_;
 
-  const json header = kernels::parse_json(
+  const json header = parse_json(
       std::string_view(reinterpret_cast<const char*>(map_.data()) + 8, header_len), ErrorKind::Model, where,
       "malformed header");
   E3_REQUIRE(header.is_object(), ErrorKind::Model, "{}: header is not a JSON object", where);
   try {
     read_entries(header, data_len);
   } catch (const json::exception& e) {
-    E3_THROW(ErrorKind::Model, "{}: malformed header: {}", where, kernels::clip(e.what(), 200));
+    E3_THROW(ErrorKind::Model, "{}: malformed header: {}", where, clip(e.what(), 200));
   }
 }
 
@@ -156,7 +156,7 @@ void SafetensorsFile::read_entries(const json& header, uint64_t data_len) {
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
-    const std::string what = fmt::format("{}: tensor '{}'", where, kernels::clip(name));
+    const std::string what = fmt::format("{}: tensor '{}'", where, clip(name));
     E3_REQUIRE(entry.is_object() && entry.contains("dtype") && entry["dtype"].is_string() &&
                    entry.contains("shape") && entry["shape"].is_array() && entry.contains("data_offsets") &&
                    entry["data_offsets"].is_array() && entry["data_offsets"].size() == 2,
@@ -168,10 +168,10 @@ void SafetensorsFile::read_entries(const json& header, uint64_t data_len) {
     for (const json& d : entry["shape"]) {
       // Unsigned past INT64_MAX would turn negative as a dimension.
       E3_REQUIRE(d.is_number_unsigned() && d.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX), ErrorKind::Model,
-                 "{}: bad dimension {}", what, kernels::json_excerpt(d));
+                 "{}: bad dimension {}", what, json_excerpt(d));
       t.shape.push_back(d.get<int64_t>());
       E3_REQUIRE(!__builtin_mul_overflow(elements, static_cast<uint64_t>(t.shape.back()), &elements),
-                 ErrorKind::Model, "{}: shape {} is too large", what, kernels::json_excerpt(entry["shape"]));
+                 ErrorKind::Model, "{}: shape {} is too large", what, json_excerpt(entry["shape"]));
     }
     const json& off = entry["data_offsets"];
     E3_REQUIRE(off[0].is_number_unsigned() && off[1].is_number_unsigned(), ErrorKind::Model,
@@ -205,31 +205,31 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
   const auto index_path = dir / "model.safetensors.index.json";
   const auto single_path = dir / "model.safetensors";
   if (std::filesystem::exists(index_path)) {
-    const json index = kernels::read_json_file(index_path, ErrorKind::Model);
+    const json index = read_json_file(index_path, ErrorKind::Model);
     E3_REQUIRE(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(),
                ErrorKind::Model, "{}: no weight_map object", index_path.string());
     std::map<std::string, size_t> file_ids;
     for (const auto& [name, file] : index["weight_map"].items()) {
       E3_REQUIRE(file.is_string(), ErrorKind::Model, "{}: weight_map['{}'] is not a file name",
-                 index_path.string(), kernels::clip(name));
+                 index_path.string(), clip(name));
       const std::string fname = file.get<std::string>();
       // The name, not where it resolves, is checked: a shard may be a symlink (the HF hub cache
       // links snapshots/<rev>/*.safetensors to ../../blobs/<hash>), but the index may not reach
       // outside the directory itself.
-      E3_REQUIRE(kernels::is_plain_file_name(fname), ErrorKind::Model,
+      E3_REQUIRE(is_plain_file_name(fname), ErrorKind::Model,
                  "{}: weight_map['{}'] is '{}', not a file name in the model directory (no '/' or '..')",
-                 index_path.string(), kernels::clip(name), kernels::clip(fname));
+                 index_path.string(), clip(name), clip(fname));
       auto it = file_ids.find(fname);
       if (it == file_ids.end()) {
         const auto shard = dir / fname;
         E3_REQUIRE(std::filesystem::exists(shard), ErrorKind::Model,
-                   "{}: shard '{}' (holding tensor '{}') does not exist", index_path.string(), kernels::clip(fname),
-                   kernels::clip(name));
+                   "{}: shard '{}' (holding tensor '{}') does not exist", index_path.string(), clip(fname),
+                   clip(name));
         files_.push_back(std::make_unique<SafetensorsFile>(shard));
         it = file_ids.emplace(fname, files_.size() - 1).first;
       }
       E3_REQUIRE(files_[it->second]->find(name), ErrorKind::Model,
-                 "{}: tensor '{}' is listed in the index but missing from {}", index_path.string(), kernels::clip(name),
+                 "{}: tensor '{}' is listed in the index but missing from {}", index_path.string(), clip(name),
                  files_[it->second]->path().string());
       owner_[name] = it->second;
     }

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "kernels/json_read.h"
+#include "core/json_read.h"
 
 namespace e3::model {
 
@@ -75,7 +75,7 @@ class SafetensorsFile {
 
   std::filesystem::path path_;
   MappedFile map_;
-  kernels::RegularFile fd_;
+  RegularFile fd_;
   uint64_t data_start_ = 0;
   std::map<std::string, TensorInfo> tensors_;
 };

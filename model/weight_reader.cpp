@@ -8,7 +8,7 @@
 #include <cstring>
 #include <utility>
 
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace e3::model {
 
@@ -114,7 +114,7 @@ struct Piece {
 }  // namespace
 
 void ReaderPool::read(int fd, const std::string& path, const ByteBlock& in, void* dst, bool to_float,
-                      kernels::DType src) {
+                      DType src) {
   ByteBlock b = in;
   if (b.count <= 0 || b.seg == 0) return;
   if (b.count == 1 || b.stride == b.seg) {  // one contiguous range: whole rows merge
@@ -122,7 +122,7 @@ void ReaderPool::read(int fd, const std::string& path, const ByteBlock& in, void
     b.count = 1;
     b.stride = b.seg;
   }
-  const size_t elem = to_float ? kernels::dtype_size(src) : 1;
+  const size_t elem = to_float ? dtype_size(src) : 1;
   E3_REQUIRE(b.seg % elem == 0, ErrorKind::Internal, "{}: segment of {} bytes is not whole elements", path, b.seg);
   // Pieces small enough that every thread gets some of a mid-sized tensor, large enough
   // (1 MiB) that the calls cost nothing next to the copying.
@@ -151,7 +151,7 @@ void ReaderPool::read(int fd, const std::string& path, const ByteBlock& in, void
       pread_exact(fd, path, bounce.data() + static_cast<uint64_t>(s - p.s0) * p.len, p.len,
                   b.offset + static_cast<uint64_t>(s) * b.stride + p.off);
     float* f = reinterpret_cast<float*>(out) + (static_cast<uint64_t>(p.s0) * b.seg + p.off) / elem;
-    kernels::convert_to_float(bounce.data(), src, f, bounce.size() / elem);
+    convert_to_float(bounce.data(), src, f, bounce.size() / elem);
   });
 }
 

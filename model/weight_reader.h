@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 
 namespace e3::model {
 
@@ -44,7 +44,7 @@ class ReaderPool {
   // with to_float, elements of `src` converted to float (dst then holds block.bytes() /
   // dtype_size(src) floats). A short read (the file shrank) is a model error naming the file.
   void read(int fd, const std::string& path, const ByteBlock& block, void* dst, bool to_float = false,
-            kernels::DType src = kernels::DType::U8);
+            DType src = DType::U8);
 
   // Runs fn(0) .. fn(n - 1) on the pool's threads and the caller's.
   void parallel_for(size_t n, const std::function<void(size_t)>& fn);

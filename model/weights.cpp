@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "kernels/quant.h"
 
 namespace e3::model {
@@ -49,7 +49,7 @@ void WeightStore::keep(kernels::DeviceBuffer buffer) {
   buffers_.push_back(std::move(buffer));
 }
 
-kernels::Tensor WeightStore::add(kernels::DeviceBuffer buffer, kernels::DType dtype, int64_t rows, int64_t cols) {
+kernels::Tensor WeightStore::add(kernels::DeviceBuffer buffer, DType dtype, int64_t rows, int64_t cols) {
   bytes_ += buffer.bytes();
   kernels::Tensor t = buffer.view(dtype, rows, cols);
   buffers_.push_back(std::move(buffer));
@@ -57,8 +57,8 @@ kernels::Tensor WeightStore::add(kernels::DeviceBuffer buffer, kernels::DType dt
 }
 
 kernels::Tensor WeightLoader::allocate(int64_t rows, int64_t cols, bool fp32) {
-  const kernels::DType dtype = fp32 ? kernels::DType::F32 : backend_.compute_dtype();
-  kernels::DeviceBuffer buffer = backend_.allocate(static_cast<size_t>(rows * cols) * kernels::dtype_size(dtype));
+  const DType dtype = fp32 ? DType::F32 : backend_.compute_dtype();
+  kernels::DeviceBuffer buffer = backend_.allocate(static_cast<size_t>(rows * cols) * dtype_size(dtype));
   return store_.add(std::move(buffer), dtype, rows, cols);
 }
 
@@ -101,11 +101,11 @@ void WeightLoader::load_into(const WeightSpec& spec, kernels::Tensor dst) {
     const SafetensorsFile& file = ckpt_->file_of(name);
     E3_REQUIRE(info.shape == spec.shape, ErrorKind::Model, "tensor '{}' in {} has shape {}, expected [{}]", name,
                file.path().string(), info.shape_str(), fmt::join(spec.shape, ", "));
-    std::optional<kernels::DType> src_type;
+    std::optional<DType> src_type;
     switch (info.dtype) {
-      case StDType::F32: src_type = kernels::DType::F32; break;
-      case StDType::BF16: src_type = kernels::DType::BF16; break;
-      case StDType::F16: src_type = kernels::DType::F16; break;
+      case StDType::F32: src_type = DType::F32; break;
+      case StDType::BF16: src_type = DType::BF16; break;
+      case StDType::F16: src_type = DType::F16; break;
       default: break;
     }
     // Only the slice's bytes are read: a rank never touches another rank's bytes of a split
@@ -114,7 +114,7 @@ void WeightLoader::load_into(const WeightSpec& spec, kernels::Tensor dst) {
       const ByteBlock block = slice_block(file, info, spec.full_cols(), spec.row_begin, rows, spec.col_begin, cols);
       if (*src_type == dst.dtype) return read_raw(file, block, dst.data);
       ckpt_->count_read(block.bytes());
-      if (backend_.memory_on_host() && dst.dtype == kernels::DType::F32)
+      if (backend_.memory_on_host() && dst.dtype == DType::F32)
         return pool().read(file.fd(), file.path().string(), block, dst.data, true, *src_type);
       staging_.resize(static_cast<size_t>(rows * cols));
       pool().read(file.fd(), file.path().string(), block, staging_.data(), true, *src_type);
@@ -396,7 +396,7 @@ kernels::QuantStack WeightLoader::load_fp8_slice(const WeightSpec& spec) {
     std::memcpy(scale_host.data() + static_cast<size_t>(i * st.scale_cols()) * elem,
                 scales + static_cast<size_t>((r0 + i) * full_scale_cols + c0) * elem,
                 static_cast<size_t>(st.scale_cols()) * elem);
-  backend_.upload_raw(kernels::Tensor{st.scale, kernels::DType::U8, 1, static_cast<int64_t>(scale_host.size())},
+  backend_.upload_raw(kernels::Tensor{st.scale, DType::U8, 1, static_cast<int64_t>(scale_host.size())},
                       scale_host.data());
   return st;
 }

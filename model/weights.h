@@ -50,7 +50,7 @@ struct LinearWeight {
 // Owns the backend memory of a model's weights.
 class WeightStore {
  public:
-  kernels::Tensor add(kernels::DeviceBuffer buffer, kernels::DType dtype, int64_t rows, int64_t cols);
+  kernels::Tensor add(kernels::DeviceBuffer buffer, DType dtype, int64_t rows, int64_t cols);
   void keep(kernels::DeviceBuffer buffer);  // raw bytes (quantized weights)
   size_t bytes() const { return bytes_; }
 
@@ -102,7 +102,7 @@ class WeightLoader {
   LinearWeight load_linear(const std::vector<WeightSpec>& parts);
   // Backend memory owned by the store; the compute dtype unless fp32 is asked for.
   kernels::Tensor allocate(int64_t rows, int64_t cols, bool fp32 = false);
-  kernels::DType compute_dtype() const { return backend_.compute_dtype(); }
+  DType compute_dtype() const { return backend_.compute_dtype(); }
 
  private:
   struct StoredFp8 {

@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "parallel/mpi_check.h"
 
 namespace e3::parallel {

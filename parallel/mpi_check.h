@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace e3::parallel {
 

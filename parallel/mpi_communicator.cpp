@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "parallel/communicator.h"
 #include "parallel/mpi_check.h"
 
@@ -22,7 +22,7 @@ class MpiCommunicator final : public Communicator {
     if (size_ == 1) return;
     E3_REQUIRE(t.contiguous(), ErrorKind::Internal, "all-reduce of strided {}", t.shape_str());
     if (backend_.name() == "cpu") {
-      E3_REQUIRE(t.dtype == kernels::DType::F32, ErrorKind::Internal,
+      E3_REQUIRE(t.dtype == DType::F32, ErrorKind::Internal,
                  "the MPI communicator reduces fp32 host tensors, got {}", t.shape_str());
       sum_in_rank_order(t.as<float>(), t.numel());
       return;

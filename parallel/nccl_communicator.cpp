@@ -5,7 +5,7 @@
 #include <mutex>
 
 #include "kernels/cuda_check.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "parallel/communicator.h"
 #include "parallel/mpi_check.h"
 
@@ -45,9 +45,9 @@ class NcclCommunicator final : public Communicator {
     E3_REQUIRE(t.contiguous(), ErrorKind::Internal, "all-reduce of strided {}", t.shape_str());
     ncclDataType_t type;
     switch (t.dtype) {
-      case kernels::DType::BF16: type = ncclBfloat16; break;
-      case kernels::DType::F32: type = ncclFloat32; break;
-      case kernels::DType::F16: type = ncclFloat16; break;
+      case DType::BF16: type = ncclBfloat16; break;
+      case DType::F32: type = ncclFloat32; break;
+      case DType::F16: type = ncclFloat16; break;
       default: E3_THROW(ErrorKind::Internal, "NCCL all-reduce of {}", t.shape_str());
     }
     E3_NCCL_CHECK(ncclAllReduce(t.data, t.data, static_cast<size_t>(t.numel()), type, ncclSum, comm_, stream_));

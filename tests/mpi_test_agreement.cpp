@@ -8,7 +8,7 @@
 #include <system_error>
 #include <vector>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "parallel/agreement.h"
 #include "parallel/mpi_env.h"
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "parallel/agreement.h"
 #include "parallel/communicator.h"
 #include "parallel/mpi_env.h"
@@ -35,7 +35,7 @@ TEST(MpiCommunicator, AllReduceSumsOverTheTpGroup) {
     EXPECT_EQ(comm->rank(), world_rank() % tp);
     std::vector<float> v(1000);
     for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(grid.tp_rank() + 1) * static_cast<float>(i);
-    comm->all_reduce_sum(kernels::Tensor(v.data(), kernels::DType::F32, 10, 100));
+    comm->all_reduce_sum(kernels::Tensor(v.data(), DType::F32, 10, 100));
     const float factor = static_cast<float>(tp * (tp + 1) / 2);
     for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], factor * static_cast<float>(i)) << "tp " << tp << " i " << i;
   }
@@ -56,7 +56,7 @@ TEST(MpiCommunicator, AllReduceOfARowDoesNotDependOnItsNeighbours) {
     std::vector<float> v(static_cast<size_t>(rows * cols));
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) v[static_cast<size_t>(r * cols + c)] = value(first + r, c);
-    comm->all_reduce_sum(kernels::Tensor(v.data(), kernels::DType::F32, rows, cols));
+    comm->all_reduce_sum(kernels::Tensor(v.data(), DType::F32, rows, cols));
     return v;
   };
   const int64_t total = 30000;  // large enough for Open MPI's segmented algorithms

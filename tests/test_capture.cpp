@@ -7,14 +7,14 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "model/capture.h"
 #include "support/test_support.h"
 
 namespace {
 
 using e3::ErrorKind;
-using e3::kernels::DType;
+using e3::DType;
 using e3::kernels::Tensor;
 using e3::model::CaptureAudit;
 using e3::model::FinalMode;
@@ -211,8 +211,8 @@ TEST(CaptureHost, ConvertsFromTheBackendDtype) {
   auto backend = e3::kernels::make_cpu_backend(1);
   const int64_t H = 2, T = 2;
   HostCapture cap(*backend, {0}, FinalMode::None, H, T);
-  std::vector<uint16_t> bf{e3::kernels::float_to_bf16(1.5f), e3::kernels::float_to_bf16(-2.0f),
-                           e3::kernels::float_to_bf16(0.25f), e3::kernels::float_to_bf16(3.0f)};
+  std::vector<uint16_t> bf{e3::float_to_bf16(1.5f), e3::float_to_bf16(-2.0f),
+                           e3::float_to_bf16(0.25f), e3::float_to_bf16(3.0f)};
   cap.begin_step(T);
   cap.capture(0, Tensor(bf.data(), DType::BF16, T, H));
   EXPECT_NO_THROW(cap.audit(0));

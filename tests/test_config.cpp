@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "model/config.h"
 #include "model/rope.h"
 #include "support/test_support.h"

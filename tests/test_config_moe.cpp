@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "jobs/info.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "model/config.h"
 #include "support/test_support.h"
 

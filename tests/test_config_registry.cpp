@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "model/arch.h"
 #include "model/config.h"
 #include "support/test_support.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "io/dataset.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "support/test_support.h"
 
 namespace {

@@ -13,7 +13,7 @@
 
 #include "jobs/dir_lock.h"
 #include "jobs/output_dir.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "support/test_support.h"
 
 namespace {

@@ -9,12 +9,12 @@
 #include <random>
 #include <vector>
 
-#include "kernels/dtype.h"
-#include "kernels/error.h"
+#include "core/dtype.h"
+#include "core/error.h"
 
 namespace {
 
-using namespace e3::kernels;
+using namespace e3;
 
 float from_bits(uint32_t u) {
   float f;
@@ -315,22 +315,22 @@ TEST(FirstNonfinite, FindsTheFirstNanOrInfinityInEachFloatType) {
     // Long enough to cross the scan's blocks; the largest finite values must not count.
     std::vector<float> v(10000, 1.5f);
     v[17] = t == DType::F16 ? 65504.0f : 3.0e38f;
-    std::vector<uint8_t> buf(v.size() * e3::kernels::dtype_size(t));
-    e3::kernels::convert_from_float(v.data(), t, buf.data(), v.size());
-    EXPECT_EQ(e3::kernels::first_nonfinite(buf.data(), t, v.size()), v.size()) << dtype_name(t);
+    std::vector<uint8_t> buf(v.size() * e3::dtype_size(t));
+    e3::convert_from_float(v.data(), t, buf.data(), v.size());
+    EXPECT_EQ(e3::first_nonfinite(buf.data(), t, v.size()), v.size()) << dtype_name(t);
     v[9001] = nan;
     v[9500] = inf;
-    e3::kernels::convert_from_float(v.data(), t, buf.data(), v.size());
-    EXPECT_EQ(e3::kernels::first_nonfinite(buf.data(), t, v.size()), 9001u) << dtype_name(t);
+    e3::convert_from_float(v.data(), t, buf.data(), v.size());
+    EXPECT_EQ(e3::first_nonfinite(buf.data(), t, v.size()), 9001u) << dtype_name(t);
     v[4100] = -inf;
-    e3::kernels::convert_from_float(v.data(), t, buf.data(), v.size());
-    EXPECT_EQ(e3::kernels::first_nonfinite(buf.data(), t, v.size()), 4100u) << dtype_name(t);
+    e3::convert_from_float(v.data(), t, buf.data(), v.size());
+    EXPECT_EQ(e3::first_nonfinite(buf.data(), t, v.size()), 4100u) << dtype_name(t);
   }
   // fp32 values beyond fp16's range become infinity when stored as fp16.
   const float big = 1.0e6f;
   uint16_t h = 0;
-  e3::kernels::convert_from_float(&big, DType::F16, &h, 1);
-  EXPECT_EQ(e3::kernels::first_nonfinite(&h, DType::F16, 1), 0u);
+  e3::convert_from_float(&big, DType::F16, &h, 1);
+  EXPECT_EQ(e3::first_nonfinite(&h, DType::F16, 1), 0u);
 }
 
 }  // namespace

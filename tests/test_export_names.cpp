@@ -6,7 +6,7 @@
 #include <string>
 
 #include "jobs/export.h"
-#include "kernels/error.h"
+#include "core/error.h"
 
 using e3::jobs::modelopt_file_stem;
 using e3::jobs::specforge_file;

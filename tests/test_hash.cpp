@@ -6,7 +6,7 @@
 #include <set>
 #include <vector>
 
-#include "kernels/hash.h"
+#include "core/hash.h"
 
 namespace {
 

@@ -11,9 +11,9 @@
 
 #include "io/hdf5.h"
 #include "io/shard_writer.h"
-#include "kernels/dtype.h"
-#include "kernels/quant.h"
-#include "kernels/error.h"
+#include "core/dtype.h"
+#include "core/e4m3.h"
+#include "core/error.h"
 #include "support/test_support.h"
 
 namespace {
@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 using e3::io::H5Id;
 using e3::io::ShardAttributes;
 using e3::io::ShardWriter;
-using e3::kernels::DType;
+using e3::DType;
 
 constexpr int64_t kH = 8;
 constexpr int64_t kShard = 3;
@@ -79,10 +79,10 @@ void write(ShardWriter& w, const Sample& s, bool with_final = true) {
 
 // What a reader must get back: the input rounded to the storage dtype.
 std::vector<float> rounded(const std::vector<float>& v, DType dtype) {
-  std::vector<uint8_t> stored(v.size() * e3::kernels::dtype_size(dtype));
+  std::vector<uint8_t> stored(v.size() * e3::dtype_size(dtype));
   std::vector<float> out(v.size());
-  e3::kernels::convert_from_float(v.data(), dtype, stored.data(), v.size());
-  e3::kernels::convert_to_float(stored.data(), dtype, out.data(), v.size());
+  e3::convert_from_float(v.data(), dtype, stored.data(), v.size());
+  e3::convert_to_float(stored.data(), dtype, out.data(), v.size());
   return out;
 }
 
@@ -153,7 +153,7 @@ TEST_P(Hdf5ShardRoundTrip, WritesAtomicallyAndReadsBackExactly) {
     {
       H5Id type(H5Dget_type(hs.get()), H5Tclose);
       EXPECT_EQ(e3::io::storage_dtype_of(type.get()), dtype);
-      EXPECT_EQ(H5Tget_size(type.get()), e3::kernels::dtype_size(dtype));
+      EXPECT_EQ(H5Tget_size(type.get()), e3::dtype_size(dtype));
     }
     const auto got = read_all<float>(hs.get(), H5T_NATIVE_FLOAT);
     std::vector<std::vector<float>> want_layers;
@@ -200,7 +200,7 @@ TEST_P(Hdf5ShardRoundTrip, WritesAtomicallyAndReadsBackExactly) {
   EXPECT_EQ(e3::io::read_attr_string(f, "model_type"), std::string("llama"));
   EXPECT_EQ(e3::io::read_attr_int(f, "hidden_size"), kH);
   EXPECT_EQ(e3::io::read_attr_int(f, "num_hidden_layers"), 4);
-  EXPECT_EQ(e3::io::read_attr_string(f, "dtype"), std::string(e3::kernels::dtype_name(dtype)));
+  EXPECT_EQ(e3::io::read_attr_string(f, "dtype"), std::string(e3::dtype_name(dtype)));
   EXPECT_EQ(e3::io::read_attr_int(f, "tp"), 2);
   EXPECT_EQ(e3::io::read_attr_string(f, "model"), std::string("/models/tiny"));
   EXPECT_EQ(e3::io::read_attr_string(f, "config_fingerprint"), std::string("cfg0123"));
@@ -228,7 +228,7 @@ TEST_P(Hdf5ShardRoundTrip, InspectReadsBackIndexSamplesAndFingerprint) {
 
 INSTANTIATE_TEST_SUITE_P(Hdf5, Hdf5ShardRoundTrip, ::testing::Values(DType::BF16, DType::F16, DType::F32),
                          [](const ::testing::TestParamInfo<DType>& info) {
-                           return std::string(e3::kernels::dtype_name(info.param));
+                           return std::string(e3::dtype_name(info.param));
                          });
 
 TEST(Hdf5Shard, FinalNoneWritesNoLastHiddenState) {
@@ -278,8 +278,8 @@ TEST(Hdf5Shard, FileNames) {
 TEST(Hdf5StorageType, IdentifiesTheThreeStorageTypes) {
   for (DType t : {DType::F32, DType::BF16, DType::F16}) {
     H5Id type = e3::io::file_type_for(t);
-    EXPECT_EQ(e3::io::storage_dtype_of(type.get()), t) << e3::kernels::dtype_name(t);
-    EXPECT_EQ(H5Tget_size(type.get()), e3::kernels::dtype_size(t));
+    EXPECT_EQ(e3::io::storage_dtype_of(type.get()), t) << e3::dtype_name(t);
+    EXPECT_EQ(H5Tget_size(type.get()), e3::dtype_size(t));
   }
   EXPECT_EQ(e3::io::storage_dtype_of(H5T_IEEE_F32LE), DType::F32);
   EXPECT_EQ(e3::io::storage_dtype_of(H5T_IEEE_F64LE), std::nullopt);
@@ -292,24 +292,24 @@ TEST(Hdf5StorageType, Bf16FileTypeConvertsLikeTheHostConversion) {
   H5Id type = e3::io::file_type_for(DType::BF16);
   std::vector<uint16_t> raw;
   for (uint32_t h = 0; h <= 0xffff; ++h)
-    if (!std::isnan(e3::kernels::bf16_to_float(static_cast<uint16_t>(h)))) raw.push_back(static_cast<uint16_t>(h));
+    if (!std::isnan(e3::bf16_to_float(static_cast<uint16_t>(h)))) raw.push_back(static_cast<uint16_t>(h));
   std::vector<float> buf(raw.size());
   std::memcpy(buf.data(), raw.data(), raw.size() * 2);  // H5Tconvert converts in place
   ASSERT_GE(H5Tconvert(type.get(), H5T_NATIVE_FLOAT, raw.size(), buf.data(), nullptr, H5P_DEFAULT), 0);
   for (size_t i = 0; i < raw.size(); ++i)
-    ASSERT_EQ(buf[i], e3::kernels::bf16_to_float(raw[i])) << std::hex << raw[i];
+    ASSERT_EQ(buf[i], e3::bf16_to_float(raw[i])) << std::hex << raw[i];
 }
 
 TEST(Hdf5StorageType, Fp16FileTypeConvertsLikeTheHostConversion) {
   H5Id type = e3::io::file_type_for(DType::F16);
   std::vector<uint16_t> raw;
   for (uint32_t h = 0; h <= 0xffff; ++h)
-    if (!std::isnan(e3::kernels::fp16_to_float(static_cast<uint16_t>(h)))) raw.push_back(static_cast<uint16_t>(h));
+    if (!std::isnan(e3::fp16_to_float(static_cast<uint16_t>(h)))) raw.push_back(static_cast<uint16_t>(h));
   std::vector<float> buf(raw.size());
   std::memcpy(buf.data(), raw.data(), raw.size() * 2);
   ASSERT_GE(H5Tconvert(type.get(), H5T_NATIVE_FLOAT, raw.size(), buf.data(), nullptr, H5P_DEFAULT), 0);
   for (size_t i = 0; i < raw.size(); ++i)
-    ASSERT_EQ(buf[i], e3::kernels::fp16_to_float(raw[i])) << std::hex << raw[i];
+    ASSERT_EQ(buf[i], e3::fp16_to_float(raw[i])) << std::hex << raw[i];
 }
 
 TEST(Hdf5Inspect, RejectsAFileThatIsNotAShard) {
@@ -373,16 +373,16 @@ TEST(Hdf5Shard, Fp8SchemaCodesScalesAndEncoding) {
   for (hsize_t t = 0; t < T; ++t) {
     for (hsize_t k = 0; k <= K; ++k) {  // k == K: the final state
       const float* x = (k < K ? s.layers[k].data() : s.final_rows.data()) + t * kH;
-      e3::kernels::encode_e4m3_row(x, kH, want.data());
+      e3::encode_e4m3_row(x, kH, want.data());
       const uint8_t* got = k < K ? codes.data() + (t * K + k) * kH : last_codes.data() + t * kH;
       const float scale = k < K ? scales[t * K + k] : last_scales[t];
       float amax = 0;
       for (int64_t c = 0; c < kH; ++c) amax = std::max(amax, std::fabs(x[c]));
       EXPECT_EQ(scale, amax / 448.0f) << t << " " << k;
-      EXPECT_EQ(scale, e3::kernels::e4m3_row_scale_of(want.data(), kH));
+      EXPECT_EQ(scale, e3::e4m3_row_scale_of(want.data(), kH));
       for (int64_t c = 0; c < kH; ++c) {
         EXPECT_EQ(got[c], want[static_cast<size_t>(c)]) << t << " " << k << " " << c;
-        EXPECT_NEAR(e3::kernels::e4m3fn_to_float(got[c]) * scale, x[c], std::fabs(x[c]) * 0.0625f + scale * 0.001f);
+        EXPECT_NEAR(e3::e4m3fn_to_float(got[c]) * scale, x[c], std::fabs(x[c]) * 0.0625f + scale * 0.001f);
       }
     }
   }
@@ -392,8 +392,8 @@ TEST(Hdf5StorageType, Fp8IsUint8) {
   H5Id type = e3::io::file_type_for(DType::F8E4M3);
   EXPECT_EQ(e3::io::storage_dtype_of(type.get()), DType::F8E4M3);
   EXPECT_EQ(H5Tget_size(type.get()), 1u);
-  EXPECT_EQ(e3::kernels::storage_row_bytes(DType::F8E4M3, 4096), 4100u);
-  EXPECT_EQ(e3::kernels::storage_row_bytes(DType::BF16, 4096), 8192u);
+  EXPECT_EQ(e3::storage_row_bytes(DType::F8E4M3, 4096), 4100u);
+  EXPECT_EQ(e3::storage_row_bytes(DType::BF16, 4096), 8192u);
 }
 
 }  // namespace

@@ -12,14 +12,14 @@
 #include <numeric>
 #include <vector>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "kernels/ops_cpu.h"
 #include "support/test_support.h"
 
 namespace {
 
 using e3::kernels::AttentionParams;
-using e3::kernels::DType;
+using e3::DType;
 using e3::kernels::RopeParams;
 using e3::kernels::RopeTable;
 using e3::kernels::SequenceLayout;

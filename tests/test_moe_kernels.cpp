@@ -14,7 +14,7 @@
 
 namespace {
 
-using e3::kernels::DType;
+using e3::DType;
 using e3::kernels::ExpertStack;
 using e3::kernels::MoeScratchShape;
 using e3::kernels::Tensor;

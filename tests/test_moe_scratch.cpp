@@ -29,7 +29,7 @@ const std::vector<Shape> kShapes{
 };
 
 TEST(MoeScratch, InfosEstimateIsTheGpusLayout) {
-  const auto planner = e3::kernels::make_planning_backend(e3::kernels::DType::BF16);
+  const auto planner = e3::kernels::make_planning_backend(e3::DType::BF16);
   for (const Shape& c : kShapes) {
     const MoeScratchLayout l = e3::kernels::moe_scratch_layout(c.tokens, c.s.top_k, c.s.local_experts, c.s.hidden,
                                                                c.s.intermediate, c.s.quantized);
@@ -65,7 +65,7 @@ TEST(MoeScratch, EveryPieceHoldsWhatTheKernelsWrite) {
 }
 
 TEST(MoeScratch, TheCpuPlanIsTheCpuBackendsScratch) {
-  const auto planner = e3::kernels::make_planning_backend(e3::kernels::DType::F32);
+  const auto planner = e3::kernels::make_planning_backend(e3::DType::F32);
   const auto cpu = e3::kernels::make_cpu_backend(1);
   for (const Shape& c : kShapes) EXPECT_EQ(planner->moe_scratch_bytes(c.tokens, c.s), cpu->moe_scratch_bytes(c.tokens, c.s));
 }

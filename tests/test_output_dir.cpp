@@ -9,7 +9,7 @@
 
 #include "io/manifest.h"
 #include "jobs/output_dir.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "support/test_support.h"
 
 namespace {

@@ -10,7 +10,7 @@
 #include "io/shard_writer.h"
 #include "jobs/output_dir.h"
 #include "jobs/part.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "support/test_support.h"
 
 namespace {

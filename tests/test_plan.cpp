@@ -10,7 +10,7 @@
 #include "io/manifest.h"
 #include "jobs/output_dir.h"
 #include "jobs/plan.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "support/test_support.h"
 
 namespace {
@@ -236,7 +236,7 @@ TEST(PlanErrors, RejectsNonPositiveParameters) {
 // ---------------------------------------------------------------- --shard-size
 
 TEST(PlanShardSize, BytesPerTokenCountEveryStoredState) {
-  using e3::kernels::DType;
+  using e3::DType;
   EXPECT_EQ(e3::jobs::state_bytes_per_token(3, 1, 4096, DType::BF16), 4 * 4096 * 2);
   EXPECT_EQ(e3::jobs::state_bytes_per_token(3, 0, 4096, DType::BF16), 3 * 4096 * 2);
   EXPECT_EQ(e3::jobs::state_bytes_per_token(3, 1, 4096, DType::F32), 4 * 4096 * 4);

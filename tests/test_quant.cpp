@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/backend.h"
-#include "kernels/dtype.h"
-#include "kernels/error.h"
+#include "core/dtype.h"
+#include "core/error.h"
 #include "kernels/quant.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -24,10 +24,10 @@
 namespace {
 
 using e3::ErrorKind;
-using e3::kernels::bf16_to_float;
+using e3::bf16_to_float;
 using e3::kernels::dequantize_block;
-using e3::kernels::e4m3fn_to_float;
-using e3::kernels::float_to_bf16;
+using e3::e4m3fn_to_float;
+using e3::float_to_bf16;
 using e3::kernels::Fp8BlockWeight;
 using e3::kernels::Int4GroupWeight;
 using e3::kernels::QuantStack;
@@ -339,11 +339,11 @@ TEST(QuantConfigParse, UnsupportedSchemesAreNamed) {
 // --dtype fp8 storage: encode_e4m3_row against values worked out by hand.
 namespace {
 
-using e3::kernels::decode_e4m3_row;
-using e3::kernels::e4m3_row_bad_column;
-using e3::kernels::e4m3_row_scale_of;
-using e3::kernels::encode_e4m3_row;
-using e3::kernels::float_to_e4m3fn_sat;
+using e3::decode_e4m3_row;
+using e3::e4m3_row_bad_column;
+using e3::e4m3_row_scale_of;
+using e3::encode_e4m3_row;
+using e3::float_to_e4m3fn_sat;
 
 std::vector<uint8_t> encode(const std::vector<float>& x) {
   std::vector<uint8_t> out(x.size() + 4, 0xAA);

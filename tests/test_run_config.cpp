@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "jobs/run_config.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "support/test_support.h"
 
 namespace {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "kernels/dtype.h"
-#include "kernels/error.h"
+#include "core/dtype.h"
+#include "core/error.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
 #include "support/test_support.h"
@@ -332,7 +332,7 @@ TEST(Checkpoint, FingerprintIsStableAndFollowsShapes) {
 std::vector<uint8_t> f16_bytes(const std::vector<float>& values) {
   std::vector<uint8_t> out(values.size() * 2);
   for (size_t i = 0; i < values.size(); ++i) {
-    const uint16_t h = e3::kernels::float_to_fp16(values[i]);
+    const uint16_t h = e3::float_to_fp16(values[i]);
     std::memcpy(out.data() + 2 * i, &h, 2);
   }
   return out;
@@ -575,8 +575,8 @@ TEST(SafetensorsHostile, HubCacheLayoutWithSymlinkedShardsLoads) {
   std::vector<float> loaded(static_cast<size_t>(t.numel())), direct(loaded.size());
   backend->download_float(t, loaded.data());
   const Checkpoint original(src);
-  e3::kernels::convert_to_float(original.file_of("model.embed_tokens.weight").data(original.require("model.embed_tokens.weight")),
-                                e3::kernels::DType::BF16, direct.data(), direct.size());
+  e3::convert_to_float(original.file_of("model.embed_tokens.weight").data(original.require("model.embed_tokens.weight")),
+                                e3::DType::BF16, direct.data(), direct.size());
   ASSERT_EQ(original.require("model.embed_tokens.weight").dtype, StDType::BF16);
   EXPECT_EQ(loaded, direct);
 }

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "io/safetensors_write.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "model/safetensors.h"
 #include "support/file_size_limit.h"
 #include "support/test_support.h"

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "kernels/error.h"
+#include "core/error.h"
 
 TEST(Error, DescribeCarriesRankKindAndPlace) {
   e3::Error e(e3::ErrorKind::Input, "data.jsonl:3: bad", "io/dataset.cpp", 42);

@@ -14,7 +14,7 @@
 
 #include "io/crc32.h"
 #include "io/torch_save.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "support/file_size_limit.h"
 #include "support/test_support.h"
 

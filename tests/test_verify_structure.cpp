@@ -8,7 +8,7 @@
 
 #include "io/manifest.h"
 #include "io/verify.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "support/test_support.h"
 
 namespace {

@@ -8,14 +8,14 @@
 #include <filesystem>
 
 #include "kernels/backend.h"
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 #include "model/weights.h"
 #include "support/test_support.h"
 
 namespace e3 {
 namespace {
 
-using kernels::DType;
+using e3::DType;
 using kernels::Tensor;
 
 constexpr int64_t kRows = 37, kCols = 300;  // odd sizes: chunks never line up with rows
@@ -68,7 +68,7 @@ TEST(WeightReader, ReadsExactlyTheMappedBytesOfEverySlice) {
         std::vector<float> as_float(static_cast<size_t>(s.rows * s.cols), -7.0f), want(as_float.size());
         pool.read(file.fd(), file.path().string(), block, as_float.data(), true, DType::BF16);
         const std::vector<uint8_t> raw = mapped_slice(ckpt, "a.weight", s.r0, s.rows, s.c0, s.cols);
-        kernels::convert_to_float(raw.data(), DType::BF16, want.data(), want.size());
+        convert_to_float(raw.data(), DType::BF16, want.data(), want.size());
         EXPECT_EQ(as_float, want);
       }
     }
@@ -95,7 +95,7 @@ class LateUploadBackend final : public kernels::Backend {
   DType compute_dtype() const override { return DType::BF16; }
   kernels::DeviceBuffer allocate(size_t bytes) override { return cpu_->allocate(bytes); }
   void upload_float(Tensor dst, const float* host) override {
-    kernels::convert_from_float(host, dst.dtype, dst.data, static_cast<size_t>(dst.numel()));
+    convert_from_float(host, dst.dtype, dst.data, static_cast<size_t>(dst.numel()));
   }
   void upload_raw(Tensor dst, const void* host) override { std::memcpy(dst.data, host, dst.bytes()); }
   uint64_t upload_raw_async(void* dst, const void* host, size_t bytes) override {
@@ -202,7 +202,7 @@ TEST(WeightReader, TheCpuBackendReadsIntoPlaceAndCountsTheBytes) {
   EXPECT_EQ(bytes_of(f), mapped_slice(ckpt, "b.weight", 0, kRows, 10, 200));
   const std::vector<uint8_t> raw = mapped_slice(ckpt, "a.weight", 0, kRows, 10, 200);
   std::vector<float> want(static_cast<size_t>(kRows * 200));
-  kernels::convert_to_float(raw.data(), DType::BF16, want.data(), want.size());
+  convert_to_float(raw.data(), DType::BF16, want.data(), want.size());
   EXPECT_EQ(std::memcmp(b.data, want.data(), want.size() * 4), 0);
   EXPECT_EQ(ckpt.bytes_read(), static_cast<uint64_t>(kRows * 200 * (4 + 2)));
 }

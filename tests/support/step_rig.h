@@ -51,7 +51,7 @@ class StepRig {
     attrs_.model_type = "llama";
     attrs_.hidden_size = kHidden;
     attrs_.num_hidden_layers = 2;
-    attrs_.dtype = kernels::DType::F32;
+    attrs_.dtype = DType::F32;
     attrs_.model_path = "model";
     attrs_.config_fingerprint = "config";
     attrs_.run_fingerprint = "run";
@@ -92,7 +92,7 @@ class StepRig {
       samples.push_back(std::move(ss));
     }
     kernels::DeviceBuffer buf = backend_->allocate(values.size() * sizeof(float));
-    const kernels::Tensor state = buf.view(kernels::DType::F32, tokens, kHidden);
+    const kernels::Tensor state = buf.view(DType::F32, tokens, kHidden);
     backend_->upload_float(state, values.data());
     capture_.begin_step(slot, tokens);
     capture_.capture(1, state);
@@ -104,7 +104,7 @@ class StepRig {
  private:
   TempDir dir_;
   std::unique_ptr<kernels::Backend> backend_ = kernels::make_cpu_backend(1);
-  model::StagedCapture capture_{*backend_, {1}, model::FinalMode::None, kernels::DType::F32, kHidden, kMaxTokens,
+  model::StagedCapture capture_{*backend_, {1}, model::FinalMode::None, DType::F32, kHidden, kMaxTokens,
                                 kSlots};
   std::vector<io::SampleRecord> records_;
   std::vector<jobs::ShardPlan> plans_;

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 
 namespace e3::test {
 
@@ -58,7 +58,7 @@ std::vector<uint8_t> f32_bytes(const std::vector<float>& values) {
 std::vector<uint8_t> bf16_bytes(const std::vector<float>& values) {
   std::vector<uint8_t> out(values.size() * 2);
   for (size_t i = 0; i < values.size(); ++i) {
-    const uint16_t h = kernels::float_to_bf16(values[i]);
+    const uint16_t h = float_to_bf16(values[i]);
     std::memcpy(out.data() + 2 * i, &h, 2);
   }
   return out;

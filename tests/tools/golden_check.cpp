@@ -75,7 +75,7 @@ std::vector<float> read_dataset(hid_t group, const char* name, std::vector<hsize
   const size_t H = dims.back();
   if (scale.size() * H != n) fail(std::string(name) + "_scale: shape does not match " + name);
   float table[256];
-  for (int b = 0; b < 256; ++b) table[b] = e3::kernels::e4m3fn_to_float(static_cast<uint8_t>(b));
+  for (int b = 0; b < 256; ++b) table[b] = e3::e4m3fn_to_float(static_cast<uint8_t>(b));
   for (size_t i = 0; i < n; ++i) v[i] = table[codes[i]] * scale[i / H];
   return v;
 }

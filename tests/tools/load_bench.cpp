@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "kernels/backend.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "model/model.h"
 #include "model/weight_reader.h"
 

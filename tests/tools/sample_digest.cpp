@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "io/hdf5.h"
-#include "kernels/hash.h"
+#include "core/hash.h"
 
 namespace {
 

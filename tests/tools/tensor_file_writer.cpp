@@ -16,7 +16,7 @@
 
 #include "io/safetensors_write.h"
 #include "io/torch_save.h"
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace {
 

@@ -1,12 +1,12 @@
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "kernels/error.h"
+#include "core/error.h"
 
-namespace e3::kernels {
+namespace e3 {
 
 size_t dtype_size(DType t) {
   switch (t) {
@@ -131,9 +131,9 @@ void convert_from_float(const float* src, DType to, void* dst, size_t n) {
   E3_THROW(ErrorKind::Internal, "cannot convert float to {}", dtype_name(to));
 }
 
-}  // namespace e3::kernels
+}  // namespace e3
 
-namespace e3::kernels {
+namespace e3 {
 namespace {
 
 // A value is NaN or infinite exactly when all its exponent bits are set. Blocks are scanned
@@ -166,4 +166,4 @@ size_t first_nonfinite(const void* data, DType t, size_t n) {
   E3_THROW(ErrorKind::Internal, "first_nonfinite: {} is not a float type", dtype_name(t));
 }
 
-}  // namespace e3::kernels
+}  // namespace e3

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-namespace e3::kernels {
+namespace e3 {
 
 // U8: raw bytes (quantized weights). F8E4M3: the --dtype fp8 storage of captured states, e4m3fn
 // codes with a float32 scale per row (kernels/quant.h, encode_e4m3_row); never a compute dtype.
@@ -50,4 +50,4 @@ void convert_from_float(const float* src, DType to, void* dst, size_t n);
 // finite. Runs at memory speed on finite data (it reads exponent bits only).
 size_t first_nonfinite(const void* data, DType t, size_t n);
 
-}  // namespace e3::kernels
+}  // namespace e3

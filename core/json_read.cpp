@@ -1,4 +1,4 @@
-#include "kernels/json_read.h"
+#include "core/json_read.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-namespace e3::kernels {
+namespace e3 {
 
 using nlohmann::json;
 
@@ -177,4 +177,4 @@ json read_json_file(const std::filesystem::path& path, ErrorKind kind, std::stri
   return parse_json(file.read_all(path, kind), kind, path.string());
 }
 
-}  // namespace e3::kernels
+}  // namespace e3

@@ -9,12 +9,7 @@
 
 #include <fmt/format.h>
 
-// Callable from CUDA kernels too, where a file is compiled by nvcc.
-#ifdef __CUDACC__
-#define E3_HOST_DEVICE __host__ __device__
-#else
-#define E3_HOST_DEVICE
-#endif
+#include "core/host_device.h"
 
 namespace e3 {
 

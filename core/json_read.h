@@ -12,9 +12,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "kernels/error.h"
+#include "core/error.h"
 
-namespace e3::kernels {
+namespace e3 {
 
 // Real configs, headers and manifests nest a handful of levels; this leaves ample room while
 // keeping every recursive walk of a parsed document (dump, copy, compare) shallow.
@@ -66,4 +66,4 @@ std::string clip(std::string_view text, size_t max_chars = 120);
 // A JSON value as quoted in an error message: its text, clipped.
 std::string json_excerpt(const nlohmann::json& value, size_t max_chars = 64);
 
-}  // namespace e3::kernels
+}  // namespace e3

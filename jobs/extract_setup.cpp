@@ -11,6 +11,7 @@
 #include "jobs/backend_select.h"
 #include "jobs/extract_phases.h"
 #include "core/error.h"
+#include "model/checkpoint_check.h"
 #include "parallel/agreement.h"
 
 namespace e3::jobs {

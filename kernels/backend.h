@@ -9,6 +9,7 @@
 #include "kernels/buffer.h"
 #include "kernels/cuda_options.h"
 #include "kernels/quant.h"
+#include "kernels/router_params.h"
 #include "kernels/tensor.h"
 
 namespace e3::kernels {
@@ -44,24 +45,6 @@ struct AttentionParams {
   int v_head_dim = 0;
   float scale = 1.0f;
   int64_t sliding_window = 0;  // 0: full causal; else key j is visible from query i iff i - j < window
-};
-
-enum class RouterScoring { Softmax, Sigmoid };
-// greedy: top-k of the scores. group_limited_greedy (DeepSeek-V2): groups ranked by their best
-// score, experts of the other groups dropped. noaux_tc (DeepSeek-V3): choice = score +
-// correction bias, groups ranked by the sum of their two best choices; the weights are the
-// scores without the bias.
-enum class RouterSelect { Greedy, GroupLimitedGreedy, NoAuxTc };
-
-struct RouterParams {
-  int num_experts = 0;
-  int top_k = 0;
-  int n_group = 1;
-  int topk_group = 1;
-  RouterScoring scoring = RouterScoring::Softmax;
-  RouterSelect select = RouterSelect::Greedy;
-  bool norm_topk_prob = false;         // weights divided by their sum (+1e-20)
-  float routed_scaling_factor = 1.0f;  // then multiplied by this
 };
 
 // The routed experts one rank owns in one MoE layer, stacked: local expert e's gate is rows

@@ -1,13 +1,15 @@
-// One descriptor per architecture family, all listed in one table (arch_registry.cpp). A
-// descriptor says which HF names select the family, how its config.json is read (the keys and
-// defaults of its config class), its tensor names, and which shared pieces it is built of:
-// an attention variant (GQA, MLA) and the FFN the config describes (dense, or routed experts
-// under one of the router kinds). Adding a family that needs no new kernel is one new
-// arch_<family>.cpp, its line in the table, a golden case and the README's model table.
+// One descriptor per architecture family, each family file listing its own (arch_<file>.cpp)
+// and the registry listing the files (arch_registry.cpp). A descriptor says which HF names
+// select the family, how its config.json is read (the defaults of its config class for the
+// keys every family reads, then its own keys), its tensor names, and which shared pieces it is
+// built of: an attention variant (GQA, MLA), from which the decoder builder picks the block,
+// and the FFN the config describes (dense, or routed experts under one of the router kinds).
+// Adding a family that needs no new kernel is one descriptor (a new arch_<file>.cpp also takes
+// its line in the registry), a golden case and the README's model table. This is config
+// parsing only: nothing here reaches the weights or the backend.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -17,32 +19,37 @@
 
 #include "model/config.h"
 #include "model/config_keys.h"
-#include "model/decoder.h"
+#include "model/tensor_names.h"
 
 namespace e3::model {
+
+// Where a family's config class defaults the keys every family reads otherwise than HF's
+// common defaults (given here). The common parser reads those keys once, with one precedence.
+struct CommonDefaults {
+  double rms_norm_eps = 1e-6;
+  int64_t max_position_embeddings = 4096;
+  int64_t head_dim = 0;                // 0: hidden_size / num_attention_heads
+  double rope_theta = 10000.0;
+  double partial_rotary_factor = 1.0;  // RoPE on the first head_dim * factor columns of each head
+};
+
+// Reads a family's own keys into `c`. The common keys (sizes, eps, head_dim, rope) are already
+// set; sliding_window and moe.layer_is_moe are sized and all off.
+using ConfigParser = void (*)(const nlohmann::json& doc, const ConfigKeys& keys, ModelConfig& c);
 
 struct ArchDescriptor {
   const char* family = "";                      // short name, in messages and `info`
   std::vector<std::string_view> architectures;  // config.json's architectures[0]
   std::vector<std::string_view> model_types;    // model_type, when the architecture is unknown
   AttentionKind attention = AttentionKind::Gqa;
-  // Reads the family's keys into `c`. The common keys (sizes, eps, head_dim as
-  // hidden_size / num_attention_heads unless given, rope) are already set; sliding_window and
-  // moe.layer_is_moe are sized and all off.
-  void (*parse)(const nlohmann::json& doc, const ConfigKeys& keys, ModelConfig& c) = nullptr;  // a ConfigParser
+  CommonDefaults defaults = {};
+  ConfigParser parse = nullptr;
   const TensorNames* names = &kHfTensorNames;
-  std::unique_ptr<AttentionBlock> (*attention_block)(const LayerSite& site) = nullptr;
   const char* experts_key = "n_routed_experts";  // the key counting routed experts, for messages
 };
 
-using ConfigParser = void (*)(const nlohmann::json& doc, const ConfigKeys& keys, ModelConfig& c);
-// A family built of the shared pieces: the attention block of `attention`, the HF tensor names.
-ArchDescriptor shared_pieces_family(const char* family, std::vector<std::string_view> architectures,
-                                    std::vector<std::string_view> model_types, AttentionKind attention,
-                                    ConfigParser parse);
-
 // Every supported family, in the order messages list them.
-std::span<const ArchDescriptor* const> arch_registry();
+std::span<const ArchDescriptor> arch_registry();
 // The family of architectures[0], else of model_type; null when neither is known.
 const ArchDescriptor* find_arch(std::string_view architecture, std::string_view model_type);
 // "llama, mistral, ...": the supported model_types, for messages.

@@ -35,20 +35,14 @@ void parse_qwen2(const json& doc, const ConfigKeys& k, ModelConfig& c) {
   parse_qwen_sliding(doc, k, c);
 }
 
-void parse_qwen3_attention(const json& doc, const ConfigKeys& k, ModelConfig& c) {
+void parse_qwen3(const json& doc, const ConfigKeys& k, ModelConfig& c) {
   c.qkv_bias = c.o_bias = k.boolean_or("attention_bias", false);
   c.qk_norm = true;
   parse_qwen_sliding(doc, k, c);
 }
 
-void parse_qwen3(const json& doc, const ConfigKeys& k, ModelConfig& c) {
-  // Qwen3's config class defaults head_dim to 128 rather than deriving it.
-  if (!k.has("head_dim")) c.head_dim = 128;
-  parse_qwen3_attention(doc, k, c);
-}
-
 void parse_qwen3_moe(const json& doc, const ConfigKeys& k, ModelConfig& c) {
-  parse_qwen3_attention(doc, k, c);
+  parse_qwen3(doc, k, c);
   MoeConfig& m = c.moe;
   m.num_experts = k.size_or("num_experts", 128, kMaxExperts);
   m.experts_per_token = k.size_or("num_experts_per_tok", 8, kMaxExperts);
@@ -73,38 +67,18 @@ void parse_qwen3_moe(const json& doc, const ConfigKeys& k, ModelConfig& c) {
 
 }  // namespace
 
-const ArchDescriptor& llama_arch() {
-  static const ArchDescriptor d =
-      shared_pieces_family("llama", {"LlamaForCausalLM"}, {"llama"}, AttentionKind::Gqa, parse_llama);
-  return d;
-}
-
-const ArchDescriptor& mistral_arch() {
-  static const ArchDescriptor d =
-      shared_pieces_family("mistral", {"MistralForCausalLM"}, {"mistral"}, AttentionKind::Gqa, parse_mistral);
-  return d;
-}
-
-const ArchDescriptor& qwen2_arch() {
-  static const ArchDescriptor d =
-      shared_pieces_family("qwen2", {"Qwen2ForCausalLM"}, {"qwen2"}, AttentionKind::Gqa, parse_qwen2);
-  return d;
-}
-
-const ArchDescriptor& qwen3_arch() {
-  static const ArchDescriptor d =
-      shared_pieces_family("qwen3", {"Qwen3ForCausalLM"}, {"qwen3"}, AttentionKind::Gqa, parse_qwen3);
-  return d;
-}
-
-const ArchDescriptor& qwen3_moe_arch() {
-  static const ArchDescriptor d = [] {
-    ArchDescriptor a =
-        shared_pieces_family("qwen3_moe", {"Qwen3MoeForCausalLM"}, {"qwen3_moe"}, AttentionKind::Gqa, parse_qwen3_moe);
-    a.experts_key = "num_experts";
-    return a;
-  }();
-  return d;
+std::vector<ArchDescriptor> arch_llama_families() {
+  return {
+      {.family = "llama", .architectures = {"LlamaForCausalLM"}, .model_types = {"llama"}, .parse = parse_llama},
+      {.family = "mistral", .architectures = {"MistralForCausalLM"}, .model_types = {"mistral"},
+       .parse = parse_mistral},
+      {.family = "qwen2", .architectures = {"Qwen2ForCausalLM"}, .model_types = {"qwen2"}, .parse = parse_qwen2},
+      // Qwen3's config class defaults head_dim to 128 rather than deriving it.
+      {.family = "qwen3", .architectures = {"Qwen3ForCausalLM"}, .model_types = {"qwen3"},
+       .defaults = {.head_dim = 128}, .parse = parse_qwen3},
+      {.family = "qwen3_moe", .architectures = {"Qwen3MoeForCausalLM"}, .model_types = {"qwen3_moe"},
+       .parse = parse_qwen3_moe, .experts_key = "num_experts"},
+  };
 }
 
 }  // namespace e3::model

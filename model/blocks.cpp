@@ -49,6 +49,12 @@ size_t Workspace::bytes() const {
 
 namespace {
 
+// One expert's projections: `patterns` with the expert id filled in.
+MlpNames expert_names(const MlpNames& patterns, int64_t expert) {
+  auto fill = [&](const std::string& p) { return fmt::format(fmt::runtime(p), expert); };
+  return {fill(patterns.gate), fill(patterns.up), fill(patterns.down)};
+}
+
 WeightSpec fp32(WeightSpec s) {
   s.keep_fp32 = true;
   return s;
@@ -297,10 +303,10 @@ class MoeFfn final : public FfnBlock {
       // of a large MoE's bytes; moe_experts dequantizes a layer's experts for each call.
       std::vector<std::string> gate_up, down;
       for (int64_t e = 0; e < n; ++e) {
-        const std::string base = fmt::format(fmt::runtime(names.expert), experts_.first_expert + e);
-        gate_up.push_back(base + ".gate_proj.weight");
-        gate_up.push_back(base + ".up_proj.weight");
-        down.push_back(base + ".down_proj.weight");
+        const MlpNames expert = expert_names(names.expert, experts_.first_expert + e);
+        gate_up.push_back(expert.gate + ".weight");
+        gate_up.push_back(expert.up + ".weight");
+        down.push_back(expert.down + ".weight");
       }
       experts_.gate_up_q = loader.load_quantized(gate_up, I, H);
       if (experts_.gate_up_q.quantized()) experts_.down_q = loader.load_quantized(down, H, I);
@@ -313,12 +319,11 @@ class MoeFfn final : public FfnBlock {
       experts_.down = loader.allocate(n * H, I);
     }
     for (int64_t e = 0; e < n && !quantized; ++e) {
-      const std::string base = fmt::format(fmt::runtime(names.expert), experts_.first_expert + e);
-      loader.load_into(WeightSpec::replicated(base + ".gate_proj.weight", {I, H}),
-                       experts_.gate_up.row_slice(2 * e * I, I));
-      loader.load_into(WeightSpec::replicated(base + ".up_proj.weight", {I, H}),
+      const MlpNames expert = expert_names(names.expert, experts_.first_expert + e);
+      loader.load_into(WeightSpec::replicated(expert.gate + ".weight", {I, H}), experts_.gate_up.row_slice(2 * e * I, I));
+      loader.load_into(WeightSpec::replicated(expert.up + ".weight", {I, H}),
                        experts_.gate_up.row_slice((2 * e + 1) * I, I));
-      loader.load_into(WeightSpec::replicated(base + ".down_proj.weight", {H, I}), experts_.down.row_slice(e * H, H));
+      loader.load_into(WeightSpec::replicated(expert.down + ".weight", {H, I}), experts_.down.row_slice(e * H, H));
     }
     if (s_.shared_intermediate > 0)
       shared_ = std::make_unique<SwigluMlp>(MlpShape{H, s_.shared_intermediate, false}, names.shared, tp, loader,

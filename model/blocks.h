@@ -142,7 +142,7 @@ struct MoeShape {
 struct MoeNames {
   std::string gate;             // router weight, full name
   std::string correction_bias;  // full name (noaux_tc)
-  std::string expert;           // "<prefix>.experts.{}" (expert id), projections appended
+  MlpNames expert;              // each with "{}" for the expert id
   MlpNames shared;
 };
 std::unique_ptr<FfnBlock> make_moe(const MoeShape& shape, const MoeNames& names, TpSlice tp, WeightLoader& loader,

@@ -12,15 +12,16 @@
 #include "core/json_read.h"
 #include "model/arch.h"
 #include "model/config_keys.h"
-#include "model/safetensors.h"
 
 namespace e3::model {
 namespace {
 
 using nlohmann::json;
 
-RopeConfig parse_rope(const json& doc, const ConfigKeys& top, int64_t max_pos) {
-  // HF's priority: a truthy rope_scaling, else rope_parameters; theta from inside, else top level.
+// The one reading of the rope keys. HF's priority: a truthy rope_scaling, else
+// rope_parameters; rope_theta and partial_rotary_factor from inside it, else the top level, else
+// the family's defaults.
+RopeConfig parse_rope(const json& doc, const ConfigKeys& top, int64_t max_pos, const CommonDefaults& d) {
   const json empty = json::object();
   const json* params = &empty;
   if (doc.contains("rope_scaling") && doc["rope_scaling"].is_object() && !doc["rope_scaling"].empty())
@@ -30,9 +31,10 @@ RopeConfig parse_rope(const json& doc, const ConfigKeys& top, int64_t max_pos) {
   const ConfigKeys rp(*params, top.where() + " rope parameters");
 
   RopeConfig r;
-  r.theta = rp.has("rope_theta") ? rp.number_or("rope_theta", 0) : top.number_or("rope_theta", 10000.0);
-  r.partial_rotary_factor = rp.has("partial_rotary_factor") ? rp.number_or("partial_rotary_factor", 1.0)
-                                                            : top.number_or("partial_rotary_factor", 1.0);
+  r.theta = rp.has("rope_theta") ? rp.number_or("rope_theta", 0) : top.number_or("rope_theta", d.rope_theta);
+  r.partial_rotary_factor = rp.has("partial_rotary_factor")
+                                ? rp.number_or("partial_rotary_factor", 0)
+                                : top.number_or("partial_rotary_factor", d.partial_rotary_factor);
   r.type = rp.string_or("rope_type", rp.string_or("type", "default"));
   E3_REQUIRE(r.theta > 0, ErrorKind::Model, "{}: rope_theta must be positive", top.where());
   if (r.type == "default") return r;
@@ -211,6 +213,7 @@ ModelConfig parse_config(const json& whole, const std::filesystem::path& source)
   E3_REQUIRE(c.family != nullptr, ErrorKind::Model, "{}: unsupported architecture '{}' (model_type '{}'); supported: {}",
              where, clip(c.architecture), c.model_type, supported_model_types());
   c.attention = c.family->attention;
+  const CommonDefaults& defaults = c.family->defaults;
 
   c.hidden_size = k.size("hidden_size", kMaxHidden);
   c.intermediate_size = k.size("intermediate_size", kMaxIntermediate);
@@ -218,15 +221,16 @@ ModelConfig parse_config(const json& whole, const std::filesystem::path& source)
   c.num_attention_heads = k.size("num_attention_heads", kMaxHeads);
   c.num_key_value_heads = k.size_or("num_key_value_heads", c.num_attention_heads, kMaxHeads);
   c.vocab_size = k.size("vocab_size", kMaxVocab);
-  c.max_position_embeddings = k.integer_or("max_position_embeddings", 4096);
-  c.rms_norm_eps = k.number_or("rms_norm_eps", 1e-6);
+  c.max_position_embeddings = k.integer_or("max_position_embeddings", defaults.max_position_embeddings);
+  c.rms_norm_eps = k.number_or("rms_norm_eps", defaults.rms_norm_eps);
   c.tie_word_embeddings = k.boolean_or("tie_word_embeddings", false);
   c.torch_dtype = k.string_or("torch_dtype", k.string_or("dtype", "bfloat16"));
   const std::string act = k.string_or("hidden_act", "silu");
   E3_REQUIRE(act == "silu" || act == "swish", ErrorKind::Model,
              "{}: hidden_act '{}' is not supported (only silu)", where, act);
-  c.head_dim = k.size_or("head_dim", c.hidden_size / c.num_attention_heads, kMaxHeadDim);
-  c.rope = parse_rope(doc, k, c.max_position_embeddings);
+  c.head_dim = k.size_or("head_dim", defaults.head_dim > 0 ? defaults.head_dim : c.hidden_size / c.num_attention_heads,
+                         kMaxHeadDim);
+  c.rope = parse_rope(doc, k, c.max_position_embeddings, defaults);
   c.sliding_window.assign(static_cast<size_t>(c.num_hidden_layers), 0);
   c.moe.layer_is_moe.assign(static_cast<size_t>(c.num_hidden_layers), false);
 
@@ -265,69 +269,6 @@ ModelConfig load_model_config_file(const std::filesystem::path& path) {
   const json doc =
       read_json_file(path, ErrorKind::Model, "", " (is --model a HuggingFace checkpoint directory?)");
   return parse_model_config(doc, path);
-}
-
-namespace {
-
-// "layers 0 to 7" as the checkpoint's tensor names show them, for messages.
-std::string layers_held(const Checkpoint& ckpt, const std::string& prefix) {
-  const std::string head = prefix + "model.layers.";
-  int64_t count = 0;
-  for (const std::string& name : ckpt.names()) {
-    if (name.compare(0, head.size(), head) != 0) continue;
-    int64_t layer = 0;
-    size_t i = head.size();
-    for (; i < name.size() && name[i] >= '0' && name[i] <= '9' && layer < kMaxLayers * 16; ++i)
-      layer = layer * 10 + (name[i] - '0');
-    if (i > head.size()) count = std::max(count, layer + 1);
-  }
-  return count > 0 ? fmt::format("it holds layers 0 to {}", count - 1) : "it holds no model.layers.* tensors";
-}
-
-}  // namespace
-
-void check_config_against_checkpoint(const ModelConfig& c, const Checkpoint& ckpt) {
-  const std::string where = c.source.string();
-  const std::string& p = c.tensor_prefix;
-  auto file_of = [&](const std::string& name) { return ckpt.file_of(name).path().string(); };
-
-  const std::string embed = p + "model.embed_tokens.weight";
-  const TensorInfo& e = ckpt.require(embed);
-  E3_REQUIRE(e.shape.size() == 2 && e.shape[1] == c.hidden_size, ErrorKind::Model,
-             "{}: hidden_size is {}, but '{}' in {} has shape {} ([vocab_size, hidden_size])", where, c.hidden_size,
-             embed, file_of(embed), e.shape_str());
-  E3_REQUIRE(e.shape[0] == c.vocab_size, ErrorKind::Model,
-             "{}: vocab_size is {}, but '{}' in {} has shape {} ([vocab_size, hidden_size])", where, c.vocab_size,
-             embed, file_of(embed), e.shape_str());
-
-  const std::string last = p + fmt::format("model.layers.{}.input_layernorm.weight", c.num_hidden_layers - 1);
-  E3_REQUIRE(ckpt.contains(last), ErrorKind::Model, "{}: num_hidden_layers is {}, but the checkpoint has no '{}' ({})",
-             where, c.num_hidden_layers, last, layers_held(ckpt, p));
-
-  const auto& moe_layer = c.moe.layer_is_moe;
-  auto is_moe = [&](int64_t l) { return c.moe.num_experts > 0 && moe_layer[static_cast<size_t>(l)]; };
-  // Stored dense or FP8, a down projection has its logical shape; INT4 ones are checked by the loader.
-  auto check_down = [&](const std::string& name, int64_t inner, const char* key) {
-    if (!ckpt.contains(name)) return;
-    const TensorInfo& t = ckpt.require(name);
-    E3_REQUIRE(t.shape == std::vector<int64_t>({c.hidden_size, inner}), ErrorKind::Model,
-               "{}: {} is {}, but '{}' in {} has shape {} ([hidden_size, {}])", where, key, inner, name, file_of(name),
-               t.shape_str(), key);
-  };
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    if (is_moe(l)) continue;
-    check_down(p + fmt::format("model.layers.{}.mlp.down_proj.weight", l), c.intermediate_size, "intermediate_size");
-    break;
-  }
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    if (!is_moe(l)) continue;
-    const char* key = c.family ? c.family->experts_key : "n_routed_experts";
-    const std::string base = p + fmt::format("model.layers.{}.mlp.experts.{}.down_proj", l, c.moe.num_experts - 1);
-    E3_REQUIRE(ckpt.contains(base + ".weight") || ckpt.contains(base + ".weight_packed"), ErrorKind::Model,
-               "{}: {} is {}, but the checkpoint has no '{}.weight'", where, key, c.moe.num_experts, base);
-    check_down(base + ".weight", c.moe.moe_intermediate_size, "moe_intermediate_size");
-    break;
-  }
 }
 
 void check_tensor_parallel(const ModelConfig& c, int tp) {

@@ -125,12 +125,6 @@ ModelConfig load_model_config_file(const std::filesystem::path& path);
 // The same from an already parsed document; `source` is used in error messages.
 ModelConfig parse_model_config(const nlohmann::json& doc, const std::filesystem::path& source);
 
-class Checkpoint;
-// Checks the config's sizes against the checkpoint's tensors (embeddings, last layer, the first
-// dense MLP and the first MoE layer's last expert) before anything is sized from them; throws a
-// model error naming the key, the tensor and its shape.
-void check_config_against_checkpoint(const ModelConfig& c, const Checkpoint& ckpt);
-
 // Checks that the model splits over `tp` ranks; throws a model error naming the dimension.
 void check_tensor_parallel(const ModelConfig& c, int tp);
 

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "model/checkpoint_check.h"
 #include "model/decoder.h"
 
 namespace e3::model {

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <utility>
 
-#include "kernels/backend.h"
+#include "kernels/router_params.h"
 
 namespace e3::model {
 

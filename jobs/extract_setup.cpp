@@ -19,13 +19,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Leader only: what the manifest needs besides the shard list.
-io::Manifest manifest_skeleton(const RunConfig& rc, const io::RunFingerprint& fp, const io::Dataset& data,
-                               const ShardLimits& limits, const WorkPlan& plan) {
+io::Manifest manifest_skeleton(const RunConfig& rc, const ValidatedRequest& req, const ShardLimits& limits,
+                               const WorkPlan& plan) {
+  const io::Dataset& data = req.data;
   io::Manifest m;
   for (const auto& [first, end] : shard_ranges(data, limits)) m.shard_starts.push_back(first);
-  m.fingerprint = fp;
+  m.fingerprint = req.fingerprint;
   m.part = rc.part;
-  m.model_path = std::filesystem::absolute(rc.model_dir).string();
+  m.model_path = req.model_attributes.model_path;
   m.data_path = std::filesystem::absolute(rc.data_path).string();
   m.data_fingerprint = data.shape_fingerprint();
   m.num_samples = static_cast<int64_t>(data.samples().size());
@@ -103,8 +104,14 @@ ValidatedRequest validate_request(const RunConfig& rc, const parallel::Grid& gri
     req.checkpoint = std::make_unique<model::Checkpoint>(rc.model_dir);
     model::check_config_against_checkpoint(mc, *req.checkpoint);
     req.data = io::Dataset::open(rc.data_path, {mc.vocab_size, rc.max_seq_len, rc.on_long});
+    req.model_attributes = {.model_type = mc.model_type,
+                            .hidden_size = mc.hidden_size,
+                            .num_hidden_layers = mc.num_hidden_layers,
+                            .tp = grid.tp_size(),
+                            .model_path = std::filesystem::absolute(rc.model_dir).string(),
+                            .config_fingerprint = mc.fingerprint};
     io::RunFingerprint& fp = req.fingerprint;
-    fp.model_fingerprint = mc.fingerprint + "-" + req.checkpoint->fingerprint();
+    fp.model_fingerprint = req.model_attributes.config_fingerprint + "-" + req.checkpoint->fingerprint();
     fp.layer_ids.assign(req.layers.begin(), req.layers.end());
     fp.final_mode = model::final_mode_name(rc.final_mode);
     fp.dtype = dtype_name(rc.dtype);
@@ -146,7 +153,7 @@ OutputPlan plan_output(const RunConfig& rc, const parallel::Grid& grid, Validate
   });
   if (grid.is_leader()) {
     log_plan(rc, grid, req, out);
-    out.manifest = manifest_skeleton(rc, fp, req.data, out.limits, out.plan);
+    out.manifest = manifest_skeleton(rc, req, out.limits, out.plan);
     out.manifest.shards = out.earlier.committed;
   }
   return out;

@@ -1,7 +1,6 @@
 // The phases before the step loop: validation, the output plan, loading.
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <set>
 
 #include <fmt/format.h>
@@ -75,10 +74,10 @@ void log_plan(const RunConfig& rc, const parallel::Grid& grid, const ValidatedRe
   if (rc.part.count > 1)
     spdlog::info("part {}/{}: the shards whose index % {} == {}, manifest {}", rc.part.index, rc.part.count,
                  rc.part.count, rc.part.index, io::manifest_name(rc.part));
-  else if (std::getenv("SLURM_ARRAY_TASK_ID") && !rc.part_given)
+  else if (const auto task = rc.env.get("SLURM_ARRAY_TASK_ID"); task && !rc.part_given)
     spdlog::warn("this is task {} of a Slurm array but no --part was given: it computes the whole dataset; give "
                  "--part slurm to split the dataset over the array",
-                 std::getenv("SLURM_ARRAY_TASK_ID"));
+                 *task);
   const WorkPlan& plan = out.plan;
   spdlog::info("plan: {} shards of up to {} samples and {:.1f} MiB (plan groups {}) over {} DP group{}; {} shards "
                "({} samples) already committed, {} samples ({} tokens) to compute, about {:.2f} GB to write",
@@ -131,7 +130,7 @@ OutputPlan plan_output(const RunConfig& rc, const parallel::Grid& grid, Validate
   // an earlier run left there.
   parallel::agreed_phase(grid, [&] {
     if (!grid.is_leader()) return;
-    out.claim.emplace(OutputClaim::take(rc.out_dir, rc.part));
+    out.claim.emplace(OutputClaim::take(rc.out_dir, rc.part, {LockMethod::Auto, LockHolder::this_process(rc.env)}));
     fp.plan_groups = plan_groups_for(rc, grid);
     out.earlier = prepare_output_dir(rc.out_dir, fp, req.data.shape_fingerprint(), rc.part, rc.resume_checksums);
   });

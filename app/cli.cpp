@@ -41,6 +41,7 @@ CLI::Option* add_named_option(CLI::App* app, const std::string& name, E& target,
 }  // namespace
 
 Request parse_command_line(int argc, char** argv) {
+  const Environment env = Environment::of_process();  // the one look at the environment
   Request req;
   jobs::RunConfig& rc = req.run;
   CLI::App app{
@@ -196,6 +197,7 @@ Request parse_command_line(int argc, char** argv) {
   }
   if (bench->parsed()) {
     req.command = Command::Bench;
+    req.bench.env = env;
     E3_REQUIRE(req.bench.batch > 0 && req.bench.seq > 0 && req.bench.iters > 0 && req.bench.warmup >= 0,
                ErrorKind::Usage, "bench: --batch, --seq and --iters must be positive");
     return req;
@@ -240,15 +242,12 @@ Request parse_command_line(int argc, char** argv) {
   E3_REQUIRE(rc.progress_interval_s > 0, ErrorKind::Usage, "--progress-interval must be positive");
   E3_REQUIRE(rc.collective_timeout_s > 0, ErrorKind::Usage, "--collective-timeout must be positive");
   rc.space_check = !no_space_check;
-  const jobs::Getenv getenv = [](const char* name) -> std::optional<std::string> {
-    const char* v = std::getenv(name);
-    return v ? std::optional<std::string>(v) : std::nullopt;
-  };
+  rc.env = env;
   if (!part.empty()) {
-    rc.part = jobs::parse_part(part, getenv);
+    rc.part = jobs::parse_part(part, env);
     rc.part_given = true;
   }
-  rc.faults = jobs::fault_injection_from(getenv);
+  rc.faults = jobs::fault_injection_from(env);
   return req;
 }
 

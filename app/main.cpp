@@ -258,9 +258,9 @@ int run(int argc, char** argv, const e3::parallel::MpiEnv& mpi) {
                rc.log_dir.empty() ? "" : ", also logging to " + (rc.log_dir / e3::jobs::rank_log_name(
                                                                                grid.world_rank(), rc.part.index,
                                                                                rc.part.count)).string(),
-               std::getenv("CUDA_VISIBLE_DEVICES") ? fmt::format(", CUDA_VISIBLE_DEVICES={}",
-                                                                 std::getenv("CUDA_VISIBLE_DEVICES"))
-                                                   : "",
+               rc.env.get("CUDA_VISIBLE_DEVICES") ? fmt::format(", CUDA_VISIBLE_DEVICES={}",
+                                                                *rc.env.get("CUDA_VISIBLE_DEVICES"))
+                                                  : "",
                req.embedded_demo ? " (embedded demo: no --model given)" : "");
   e3::jobs::install_stop_handlers();
   return e3::jobs::run_extract(rc, grid);

@@ -61,6 +61,17 @@ std::vector<std::string> RunFingerprint::differences(const RunFingerprint& cur) 
 
 std::string RunFingerprint::digest() const { return Fnv1a().update(fingerprint_json(*this).dump()).hex(); }
 
+ShardAttributes shard_attributes(const RunFingerprint& fp, const ModelAttributes& model) {
+  ShardAttributes a;
+  static_cast<ModelAttributes&>(a) = model;
+  a.layer_ids = fp.layer_ids;
+  a.final_mode = fp.final_mode;
+  a.dtype = parse_storage_dtype(fp.dtype);
+  a.run_fingerprint = fp.digest();
+  a.tool_version = fp.tool_version;
+  return a;
+}
+
 std::string manifest_name(const Part& part) {
   if (part.count == 1) return kManifestName;
   return fmt::format("manifest.part-{:04d}-of-{:04d}.json", part.index, part.count);
@@ -95,11 +106,32 @@ std::vector<SkippedSample> skipped_from_json(const json& list, const std::string
   return out;
 }
 
+std::vector<CommittedShard> parse_shards(const json& list, const std::string& where) {
+  std::vector<CommittedShard> out;
+  for (const json& s : list) {
+    CommittedShard c;
+    c.file = field<std::string>(s, "file", where);
+    // A rerun renames and removes files by these names: one that is not a bare name could reach
+    // outside --out.
+    E3_REQUIRE(is_plain_file_name(c.file), ErrorKind::Output,
+               "{}: shard entry {} has \"file\": \"{}\", which is not a file name in the output directory (no "
+               "'/' or '..')", where, out.size(), clip(c.file));
+    c.shard_index = field<int64_t>(s, "shard_index", where);
+    c.samples = field<std::vector<int64_t>>(s, "samples", where);
+    c.num_tokens = field<int64_t>(s, "num_tokens", where);
+    c.bytes = field<uint64_t>(s, "bytes", where);
+    if (s.contains("skipped")) c.skipped = skipped_from_json(s.at("skipped"), where);
+    if (s.contains("checksum")) c.checksum = field<std::string>(s, "checksum", where);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 }  // namespace
 
-json to_json(const Manifest& m) {
-  json shards = json::array();
-  for (const CommittedShard& s : m.shards) {
+json shards_to_json(const std::vector<CommittedShard>& shards) {
+  json out = json::array();
+  for (const CommittedShard& s : shards) {
     json j{{"file", s.file},
            {"shard_index", s.shard_index},
            {"samples", s.samples},
@@ -108,8 +140,20 @@ json to_json(const Manifest& m) {
            {"bytes", s.bytes}};
     if (!s.checksum.empty()) j["checksum"] = s.checksum;
     if (!s.skipped.empty()) j["skipped"] = skipped_json(s.skipped);
-    shards.push_back(std::move(j));
+    out.push_back(std::move(j));
   }
+  return out;
+}
+
+std::vector<CommittedShard> shards_from_json(const json& list, const std::string& where) {
+  try {
+    return parse_shards(list, where);
+  } catch (const json::exception& e) {
+    E3_THROW(ErrorKind::Output, "{}: {}", where, clip(e.what(), 200));
+  }
+}
+
+json to_json(const Manifest& m) {
   return json{{"format", kManifestFormat},
               {"format_version", 1},
               {"part_index", m.part.index},
@@ -123,7 +167,7 @@ json to_json(const Manifest& m) {
               {"num_shards", m.num_shards},
               {"shard_starts", m.shard_starts},
               {"complete", m.complete},
-              {"shards", shards},
+              {"shards", shards_to_json(m.shards)},
               {"skipped", skipped_json(m.skipped)}};
 }
 
@@ -157,22 +201,7 @@ Manifest parse_manifest(const json& j, const std::string& where) {
   m.num_shards = field<int64_t>(j, "num_shards", where);
   if (j.contains("shard_starts")) m.shard_starts = field<std::vector<int64_t>>(j, "shard_starts", where);
   m.complete = field<bool>(j, "complete", where);
-  for (const json& s : field<json>(j, "shards", where)) {
-    CommittedShard c;
-    c.file = field<std::string>(s, "file", where);
-    // A rerun renames and removes files by these names: one that is not a bare name could reach
-    // outside --out.
-    E3_REQUIRE(is_plain_file_name(c.file), ErrorKind::Output,
-               "{}: shard entry {} has \"file\": \"{}\", which is not a file name in the output directory (no "
-               "'/' or '..')", where, m.shards.size(), clip(c.file));
-    c.shard_index = field<int64_t>(s, "shard_index", where);
-    c.samples = field<std::vector<int64_t>>(s, "samples", where);
-    c.num_tokens = field<int64_t>(s, "num_tokens", where);
-    c.bytes = field<uint64_t>(s, "bytes", where);
-    if (s.contains("skipped")) c.skipped = skipped_from_json(s.at("skipped"), where);
-    if (s.contains("checksum")) c.checksum = field<std::string>(s, "checksum", where);
-    m.shards.push_back(std::move(c));
-  }
+  m.shards = parse_shards(field<json>(j, "shards", where), where);
   m.skipped = skipped_from_json(field<json>(j, "skipped", where), where);
   return m;
 }

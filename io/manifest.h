@@ -32,6 +32,10 @@ struct RunFingerprint {
   std::string digest() const;
 };
 
+// The attributes of the shards of the run `fp`: its layer ids, final mode, dtype and tool
+// version, its digest as run_fingerprint, and the model's attributes.
+ShardAttributes shard_attributes(const RunFingerprint& fp, const ModelAttributes& model);
+
 // One job's slice of the dataset when several jobs write into one directory (--part I/P):
 // the shards whose index % count == index. Each part keeps its own manifest.
 struct Part {
@@ -66,6 +70,11 @@ inline constexpr const char* kManifestFormat = "eagle3-hidden-states-manifest";
 std::string manifest_name(const Part& part);
 // The manifests in a directory (of one job or of several parts), in name order.
 std::vector<std::filesystem::path> list_manifests(const std::filesystem::path& dir);
+
+// The committed shards as the manifest lists them (its "shards" array); the writers' commits
+// reach the leader in this form too. shards_from_json throws an output error naming `where`.
+nlohmann::json shards_to_json(const std::vector<CommittedShard>& shards);
+std::vector<CommittedShard> shards_from_json(const nlohmann::json& list, const std::string& where);
 
 nlohmann::json to_json(const Manifest& m);
 Manifest manifest_from_json(const nlohmann::json& j, const std::string& where);

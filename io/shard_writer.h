@@ -12,17 +12,22 @@
 
 namespace e3::io {
 
-// File attributes (the DESIGN.md schema) shared by every shard of a run.
-struct ShardAttributes {
-  std::vector<int32_t> layer_ids;
-  std::string final_mode;  // post-norm | pre-norm | both | none
+// The file attributes that describe the model behind a run's shards (and how it was split).
+struct ModelAttributes {
   std::string model_type;
   int64_t hidden_size = 0;
   int64_t num_hidden_layers = 0;
-  DType dtype = DType::BF16;
   int64_t tp = 1;
   std::string model_path;
   std::string config_fingerprint;
+};
+
+// File attributes (the DESIGN.md schema) shared by every shard of a run: the model's, and the
+// run's own, which an extraction derives from its fingerprint (io::shard_attributes).
+struct ShardAttributes : ModelAttributes {
+  std::vector<int32_t> layer_ids;
+  std::string final_mode;  // post-norm | pre-norm | both | none
+  DType dtype = DType::BF16;
   std::string run_fingerprint;
   std::string tool_version;
 };

@@ -32,7 +32,7 @@ std::unique_ptr<kernels::Backend> make_backend(const RunConfig& rc, const parall
   check_backend_options(rc);
   if (resolve_backend(rc.backend) == "cuda") {
     auto be = kernels::make_cuda_backend(grid.local_rank() % kernels::cuda_device_count(),
-                                         kernels::cuda_options_from_environment());
+                                         kernels::cuda_options_from(rc.env));
     be->set_quantized_experts_in_gemm(rc.expert_dequant == ExpertDequant::Gemm);
     return be;
   }

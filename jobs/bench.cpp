@@ -187,6 +187,7 @@ int run_bench(const BenchOptions& o, const parallel::Grid& grid) {
   rc.backend = o.backend;
   rc.comm = o.comm;
   rc.expert_dequant = o.expert_dequant;
+  rc.env = o.env;
   auto backend = make_backend(rc, grid);
   auto comm = make_communicator(rc, grid, *backend);
   const int64_t tokens = o.batch * o.seq;

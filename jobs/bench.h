@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "core/environment.h"
 #include "jobs/option_names.h"
 #include "parallel/mpi_env.h"
 
@@ -23,6 +24,7 @@ struct BenchOptions {
   ExpertDequant expert_dequant = ExpertDequant::Scratch;  // as for a run
   std::filesystem::path out;     // when set, also time end to end with HDF5 shards written here
   std::string dtype = "bf16";    // the storage dtype of the shards written under `out`
+  Environment env;               // the start-up environment: the CUDA backend's options (E3_PROFILE...)
 };
 
 // FLOPs per token of a prefill of `seq` tokens, counted as shared/bench/hf_baseline.py counts

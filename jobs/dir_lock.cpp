@@ -20,13 +20,13 @@
 
 namespace e3::jobs {
 
-LockHolder LockHolder::this_process() {
+LockHolder LockHolder::this_process(const Environment& env) {
   LockHolder h;
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   h.host = host;
   h.pid = static_cast<long>(::getpid());
-  if (const char* id = std::getenv("SLURM_JOB_ID")) h.slurm_job_id = id;
+  h.slurm_job_id = env.get("SLURM_JOB_ID").value_or("");
   return h;
 }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "core/environment.h"
 #include "io/manifest.h"
 
 namespace e3::jobs {
@@ -17,7 +18,8 @@ struct LockHolder {
   long pid = 0;
   std::string slurm_job_id;  // empty outside Slurm
 
-  static LockHolder this_process();  // gethostname, getpid, SLURM_JOB_ID
+  // gethostname, getpid, and SLURM_JOB_ID of the start-up environment `env`.
+  static LockHolder this_process(const Environment& env);
   std::string describe() const;      // "host h, pid 12, Slurm job 345"
 };
 
@@ -28,7 +30,8 @@ enum class LockMethod {
 
 struct LockOptions {
   LockMethod method = LockMethod::Auto;
-  LockHolder self = LockHolder::this_process();
+  // A job names itself with its environment (its Slurm job id); this default names no job.
+  LockHolder self = LockHolder::this_process(Environment{});
 };
 
 // ".lock" for a single job, ".lock.part-0003-of-0008" for part 3 of 8.

@@ -1,31 +1,11 @@
 #include "jobs/extract.h"
 
 #include <chrono>
-#include <filesystem>
 
 #include "jobs/extract_phases.h"
 #include "jobs/step_loop.h"
 
 namespace e3::jobs {
-namespace {
-
-io::ShardAttributes shard_attributes(const RunConfig& rc, const parallel::Grid& grid, const ValidatedRequest& req) {
-  io::ShardAttributes attrs;
-  attrs.layer_ids.assign(req.layers.begin(), req.layers.end());
-  attrs.final_mode = model::final_mode_name(rc.final_mode);
-  attrs.model_type = req.config.model_type;
-  attrs.hidden_size = req.config.hidden_size;
-  attrs.num_hidden_layers = req.config.num_hidden_layers;
-  attrs.dtype = rc.dtype;
-  attrs.tp = grid.tp_size();
-  attrs.model_path = std::filesystem::absolute(rc.model_dir).string();
-  attrs.config_fingerprint = req.config.fingerprint;
-  attrs.run_fingerprint = req.fingerprint.digest();
-  attrs.tool_version = E3_VERSION_STRING;
-  return attrs;
-}
-
-}  // namespace
 
 int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
   const auto started = std::chrono::steady_clock::now();
@@ -45,7 +25,7 @@ int run_extract(const RunConfig& rc, const parallel::Grid& grid) {
   StepOutcome outcome;
   {
     StepLoop loop(rc, grid, req.data, out, req.layers, req.config.hidden_size, loaded,
-                  shard_attributes(rc, grid, req), std::move(on_commit));
+                  io::shard_attributes(req.fingerprint, req.model_attributes), std::move(on_commit));
     outcome = loop.run();
   }
   return finish_extract(rc, grid, out, outcome, started);

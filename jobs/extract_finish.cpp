@@ -15,18 +15,14 @@
 namespace e3::jobs {
 namespace {
 
-// Writers send the shards they committed in this run to the leader, as manifest JSON.
+// Writers send the shards they committed in this run to the leader, as the manifest lists them.
 std::vector<io::CommittedShard> gather_commits(const parallel::Grid& grid,
                                                const std::vector<io::CommittedShard>& mine) {
-  io::Manifest m;
-  m.shards = mine;
-  const std::vector<std::string> texts = parallel::gather_to_root(grid.writers_comm(), io::to_json(m)["shards"].dump());
+  const std::vector<std::string> texts =
+      parallel::gather_to_root(grid.writers_comm(), io::shards_to_json(mine).dump());
   std::vector<io::CommittedShard> out;
-  for (const std::string& text : texts) {
-    nlohmann::json wrapper = io::to_json(io::Manifest{});
-    wrapper["shards"] = nlohmann::json::parse(text);
-    for (auto& s : io::manifest_from_json(wrapper, "gathered shard list").shards) out.push_back(std::move(s));
-  }
+  for (const std::string& text : texts)
+    for (auto& s : io::shards_from_json(nlohmann::json::parse(text), "gathered shard list")) out.push_back(std::move(s));
   return out;
 }
 

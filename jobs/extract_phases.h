@@ -32,6 +32,7 @@ struct ValidatedRequest {
   std::unique_ptr<model::Checkpoint> checkpoint;
   io::Dataset data;
   io::RunFingerprint fingerprint;  // plan_groups filled in by plan_output
+  io::ModelAttributes model_attributes;  // what the shards say of the model, beside the fingerprint
 };
 ValidatedRequest validate_request(const RunConfig& rc, const parallel::Grid& grid);
 

@@ -1,7 +1,6 @@
 // The phases before the step loop: validation, the output plan, loading.
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <set>
 
 #include <fmt/format.h>
@@ -20,13 +19,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Leader only: what the manifest needs besides the shard list.
-io::Manifest manifest_skeleton(const RunConfig& rc, const io::RunFingerprint& fp, const io::Dataset& data,
-                               const ShardLimits& limits, const WorkPlan& plan) {
+io::Manifest manifest_skeleton(const RunConfig& rc, const ValidatedRequest& req, const ShardLimits& limits,
+                               const WorkPlan& plan) {
+  const io::Dataset& data = req.data;
   io::Manifest m;
   for (const auto& [first, end] : shard_ranges(data, limits)) m.shard_starts.push_back(first);
-  m.fingerprint = fp;
+  m.fingerprint = req.fingerprint;
   m.part = rc.part;
-  m.model_path = std::filesystem::absolute(rc.model_dir).string();
+  m.model_path = req.model_attributes.model_path;
   m.data_path = std::filesystem::absolute(rc.data_path).string();
   m.data_fingerprint = data.shape_fingerprint();
   m.num_samples = static_cast<int64_t>(data.samples().size());
@@ -75,10 +75,10 @@ void log_plan(const RunConfig& rc, const parallel::Grid& grid, const ValidatedRe
   if (rc.part.count > 1)
     spdlog::info("part {}/{}: the shards whose index % {} == {}, manifest {}", rc.part.index, rc.part.count,
                  rc.part.count, rc.part.index, io::manifest_name(rc.part));
-  else if (std::getenv("SLURM_ARRAY_TASK_ID") && !rc.part_given)
+  else if (const auto task = rc.env.get("SLURM_ARRAY_TASK_ID"); task && !rc.part_given)
     spdlog::warn("this is task {} of a Slurm array but no --part was given: it computes the whole dataset; give "
                  "--part slurm to split the dataset over the array",
-                 std::getenv("SLURM_ARRAY_TASK_ID"));
+                 *task);
   const WorkPlan& plan = out.plan;
   spdlog::info("plan: {} shards of up to {} samples and {:.1f} MiB (plan groups {}) over {} DP group{}; {} shards "
                "({} samples) already committed, {} samples ({} tokens) to compute, about {:.2f} GB to write",
@@ -104,8 +104,14 @@ ValidatedRequest validate_request(const RunConfig& rc, const parallel::Grid& gri
     req.checkpoint = std::make_unique<model::Checkpoint>(rc.model_dir);
     model::check_config_against_checkpoint(mc, *req.checkpoint);
     req.data = io::Dataset::open(rc.data_path, {mc.vocab_size, rc.max_seq_len, rc.on_long});
+    req.model_attributes = {.model_type = mc.model_type,
+                            .hidden_size = mc.hidden_size,
+                            .num_hidden_layers = mc.num_hidden_layers,
+                            .tp = grid.tp_size(),
+                            .model_path = std::filesystem::absolute(rc.model_dir).string(),
+                            .config_fingerprint = mc.fingerprint};
     io::RunFingerprint& fp = req.fingerprint;
-    fp.model_fingerprint = mc.fingerprint + "-" + req.checkpoint->fingerprint();
+    fp.model_fingerprint = req.model_attributes.config_fingerprint + "-" + req.checkpoint->fingerprint();
     fp.layer_ids.assign(req.layers.begin(), req.layers.end());
     fp.final_mode = model::final_mode_name(rc.final_mode);
     fp.dtype = dtype_name(rc.dtype);
@@ -125,7 +131,7 @@ OutputPlan plan_output(const RunConfig& rc, const parallel::Grid& grid, Validate
   // an earlier run left there.
   parallel::agreed_phase(grid, [&] {
     if (!grid.is_leader()) return;
-    out.claim.emplace(OutputClaim::take(rc.out_dir, rc.part));
+    out.claim.emplace(OutputClaim::take(rc.out_dir, rc.part, {LockMethod::Auto, LockHolder::this_process(rc.env)}));
     fp.plan_groups = plan_groups_for(rc, grid);
     out.earlier = prepare_output_dir(rc.out_dir, fp, req.data.shape_fingerprint(), rc.part, rc.resume_checksums);
   });
@@ -147,7 +153,7 @@ OutputPlan plan_output(const RunConfig& rc, const parallel::Grid& grid, Validate
   });
   if (grid.is_leader()) {
     log_plan(rc, grid, req, out);
-    out.manifest = manifest_skeleton(rc, fp, req.data, out.limits, out.plan);
+    out.manifest = manifest_skeleton(rc, req, out.limits, out.plan);
     out.manifest.shards = out.earlier.committed;
   }
   return out;

@@ -63,11 +63,11 @@ std::optional<uint64_t> plain_file_size(const fs::path& path) {
 }
 
 // Proves now, before any compute, that files can be created and written in `out`. The
-// probe is created exclusively and never through a link: a name left by an earlier process
+// probe, named after this host (the lock holder's) and pid, is created exclusively and never through a link: a name left by an earlier process
 // with this pid (pids repeat in containers), or a link planted there, is unlinked, which
 // removes the name and never what a link points to.
-void prove_writable(const fs::path& out) {
-  const auto probe = out / fmt::format(".write-test.{}.{}", LockHolder::this_process().host, ::getpid());
+void prove_writable(const fs::path& out, const std::string& host) {
+  const auto probe = out / fmt::format(".write-test.{}.{}", host, ::getpid());
   constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
   int fd = ::open(probe.c_str(), kFlags, 0644);
   if (fd < 0 && errno == EEXIST && ::unlink(probe.c_str()) == 0) fd = ::open(probe.c_str(), kFlags, 0644);
@@ -121,7 +121,7 @@ OutputClaim OutputClaim::take(const fs::path& out, const io::Part& part, const L
   OutputClaim claim(std::move(created));
   E3_REQUIRE(fs::is_directory(out), ErrorKind::Output, "--out {} is not a directory", out.string());
   claim.lock_.emplace(DirLock::acquire(out, lock_file_name(part), options));
-  prove_writable(out);
+  prove_writable(out, options.self.host);
   return claim;
 }
 

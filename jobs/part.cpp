@@ -22,17 +22,17 @@ int64_t parse_int(const std::string& text, const std::string& what) {
 
 }  // namespace
 
-io::Part parse_part(const std::string& text, const Getenv& getenv) {
+io::Part parse_part(const std::string& text, const Environment& env) {
   io::Part p;
   if (text == "slurm") {
     auto need = [&](const char* name) {
-      const auto v = getenv(name);
+      const auto v = env.get(name);
       E3_REQUIRE(v.has_value(), ErrorKind::Usage, "--part slurm: {} is not set (is this a Slurm array job?)", name);
       return parse_int(*v, fmt::format("--part slurm: {}", name));
     };
     const int64_t id = need("SLURM_ARRAY_TASK_ID"), min = need("SLURM_ARRAY_TASK_MIN"),
                   max = need("SLURM_ARRAY_TASK_MAX"), count = need("SLURM_ARRAY_TASK_COUNT");
-    const auto step_text = getenv("SLURM_ARRAY_TASK_STEP");
+    const auto step_text = env.get("SLURM_ARRAY_TASK_STEP");
     const int64_t step = step_text ? parse_int(*step_text, "--part slurm: SLURM_ARRAY_TASK_STEP") : 1;
     // Only a regular range (--array=0-7 or 1-16:2) maps task ids onto parts one to one.
     E3_REQUIRE(step > 0 && (max - min) % step == 0 && (max - min) / step + 1 == count && (id - min) % step == 0,

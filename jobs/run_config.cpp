@@ -64,8 +64,8 @@ uint64_t parse_byte_size(const std::string& text, const char* option) {
 namespace {
 
 // A test-only variable: "" or unset is nullopt; anything but a whole number >= 0 is refused.
-std::optional<int64_t> env_index(const Getenv& getenv, const char* name) {
-  const std::optional<std::string> v = getenv(name);
+std::optional<int64_t> env_index(const Environment& env, const char* name) {
+  const std::optional<std::string> v = env.get(name);
   if (!v || v->empty()) return std::nullopt;
   int64_t value = -1;
   const auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), value);
@@ -76,11 +76,11 @@ std::optional<int64_t> env_index(const Getenv& getenv, const char* name) {
 
 }  // namespace
 
-FaultInjection fault_injection_from(const Getenv& getenv) {
+FaultInjection fault_injection_from(const Environment& env) {
   FaultInjection f;
-  f.fail_at_sample = env_index(getenv, "E3_FAIL_AT_SAMPLE").value_or(-1);
-  f.rank = static_cast<int>(env_index(getenv, "E3_FAIL_ON_RANK").value_or(0));
-  f.fail_publish_shard = env_index(getenv, "E3_FAIL_PUBLISH_SHARD").value_or(-1);
+  f.fail_at_sample = env_index(env, "E3_FAIL_AT_SAMPLE").value_or(-1);
+  f.rank = static_cast<int>(env_index(env, "E3_FAIL_ON_RANK").value_or(0));
+  f.fail_publish_shard = env_index(env, "E3_FAIL_PUBLISH_SHARD").value_or(-1);
   return f;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/environment.h"
 #include "io/dataset.h"
 #include "io/manifest.h"
 #include "jobs/option_names.h"
@@ -36,7 +37,7 @@ std::optional<std::string> threads_warning(int threads, int ranks_on_node, int c
 
 // Failures on purpose, for the tests that prove a failure ends the job cleanly. Read once,
 // where the run config is built, from E3_FAIL_AT_SAMPLE=k [E3_FAIL_ON_RANK=r] and
-// E3_FAIL_PUBLISH_SHARD=s; never set by users.
+// E3_FAIL_PUBLISH_SHARD=s of the start-up environment; never set by users.
 struct FaultInjection {
   int64_t fail_at_sample = -1;  // world rank `rank` fails before the step holding this sample
   int rank = 0;
@@ -47,7 +48,7 @@ struct FaultInjection {
   }
 };
 // A value that is not a non-negative integer is a usage error naming the variable.
-FaultInjection fault_injection_from(const Getenv& getenv);
+FaultInjection fault_injection_from(const Environment& env);
 
 struct RunConfig {
   std::filesystem::path model_dir;
@@ -77,6 +78,9 @@ struct RunConfig {
   ExpertDequant expert_dequant = ExpertDequant::Scratch;
   bool resume_checksums = false;           // read committed shards back and compare their checksums
   FaultInjection faults;                   // tests only
+  // The start-up environment: Slurm's job id for the lock file, its array task id for the
+  // warning of a task without --part, the CUDA backend's options, the GPUs shown.
+  Environment env;
 };
 
 }  // namespace e3::jobs

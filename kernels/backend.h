@@ -108,7 +108,7 @@ class Backend {
   virtual void* stream_handle() const { return nullptr; }
   // Device memory in use now (all of this process's allocations), 0 where not known.
   virtual size_t device_memory_used() const { return 0; }
-  // With E3_PROFILE=1 in the environment, the CUDA backend times every op with events; this
+  // With CudaOptions::profile (E3_PROFILE=1), the CUDA backend times every op with events; this
   // returns the table (op, calls, total ms, share) of what ran so far, else "".
   virtual std::string profile_report() { return ""; }
   // Forgets the op times so far (the warm-up's include one-off costs such as lazy module loads).

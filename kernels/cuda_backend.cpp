@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -164,8 +163,7 @@ class CudaBackend final : public Backend {
       E3_CUDA_CHECK(cudaEventCreateWithFlags(&t.ready, cudaEventDisableTiming));
       E3_CUDA_CHECK(cudaEventCreateWithFlags(&t.done, cudaEventDisableTiming));
     }
-    if (const char* p = std::getenv("E3_PROFILE"); p && std::string(p) == "1")
-      profiler_ = std::make_unique<OpProfiler>(stream_);
+    if (options.profile) profiler_ = std::make_unique<OpProfiler>(stream_);
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);

@@ -1,33 +1,25 @@
 #include "kernels/cuda_options.h"
 
-#include <cstdlib>
-
 #include "core/error.h"
 
 namespace e3::kernels {
 
-CudaOptions cuda_options_from(const EnvLookup& getenv) {
+CudaOptions cuda_options_from(const Environment& env) {
   CudaOptions o;
-  if (const auto v = getenv("E3_GEMM_VARIANT"); v && !v->empty()) {
+  if (const auto v = env.get("E3_GEMM_VARIANT"); v && !v->empty()) {
     E3_REQUIRE(v->size() == 1 && (*v)[0] >= '0' && (*v)[0] <= '0' + CudaOptions::kHopperGemmVariant, ErrorKind::Usage,
                "E3_GEMM_VARIANT='{}': expected 0, 1, 2 or 3 (the portable grouped GEMM's tile shapes) or 4 (the "
                "Hopper wgmma kernel); unset it for the best kernel of the GPU",
                *v);
     o.gemm_variant = (*v)[0] - '0';
   }
-  if (const auto v = getenv("E3_MOE_UNFUSED"); v && !v->empty()) {
+  if (const auto v = env.get("E3_MOE_UNFUSED"); v && !v->empty()) {
     E3_REQUIRE(*v == "0" || *v == "1", ErrorKind::Usage,
                "E3_MOE_UNFUSED='{}': expected 1 (the experts' silu as a kernel of its own) or 0", *v);
     o.moe_unfused = *v == "1";
   }
+  o.profile = env.get("E3_PROFILE") == "1";
   return o;
-}
-
-CudaOptions cuda_options_from_environment() {
-  return cuda_options_from([](const char* name) -> std::optional<std::string> {
-    const char* v = std::getenv(name);
-    return v ? std::optional<std::string>(v) : std::nullopt;
-  });
 }
 
 }  // namespace e3::kernels

@@ -1,11 +1,9 @@
-// Tuning knobs of the CUDA backend's MoE kernels, for comparing kernels on a device. Read from
-// the environment once, where the backend is created, so that a bad value is a usage error at
-// start and never a throw in the middle of a step.
+// Tuning knobs of the CUDA backend's MoE kernels, for comparing kernels on a device, and its
+// op profiler. Taken from the start-up environment where the backend is created, so that a
+// bad value is a usage error at start and never a throw in the middle of a step.
 #pragma once
 
-#include <functional>
-#include <optional>
-#include <string>
+#include "core/environment.h"
 
 namespace e3::kernels {
 
@@ -19,13 +17,12 @@ struct CudaOptions {
   // E3_MOE_UNFUSED=1: the silu of the experts as a kernel of its own after the gate/up GEMM,
   // instead of in that GEMM's epilogue.
   bool moe_unfused = false;
+  // E3_PROFILE=1: every op timed with events (Backend::profile_report); any other value is off.
+  bool profile = false;
 };
 
-using EnvLookup = std::function<std::optional<std::string>(const char*)>;
 // Unset or empty variables keep the defaults; any other value than those above is a usage
 // error naming the variable.
-CudaOptions cuda_options_from(const EnvLookup& getenv);
-// cuda_options_from the process environment.
-CudaOptions cuda_options_from_environment();
+CudaOptions cuda_options_from(const Environment& env);
 
 }  // namespace e3::kernels

@@ -13,10 +13,7 @@ namespace {
 using e3::kernels::CudaOptions;
 
 CudaOptions from(const std::map<std::string, std::string>& env) {
-  return e3::kernels::cuda_options_from([&](const char* name) -> std::optional<std::string> {
-    const auto it = env.find(name);
-    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
-  });
+  return e3::kernels::cuda_options_from(e3::Environment(env));
 }
 
 TEST(CudaOptions, UnsetOrEmptyKeepsTheDefaults) {
@@ -25,7 +22,13 @@ TEST(CudaOptions, UnsetOrEmptyKeepsTheDefaults) {
     const CudaOptions o = from(env);
     EXPECT_EQ(o.gemm_variant, CudaOptions::kAutoGemmVariant);
     EXPECT_FALSE(o.moe_unfused);
+    EXPECT_FALSE(o.profile);
   }
+}
+
+TEST(CudaOptions, OnlyOneTurnsTheProfilerOn) {
+  EXPECT_TRUE(from({{"E3_PROFILE", "1"}}).profile);
+  for (const char* value : {"", "0", "yes", "2"}) EXPECT_FALSE(from({{"E3_PROFILE", value}}).profile) << value;
 }
 
 TEST(CudaOptions, ReadsTheVariantAndTheUnfusedSilu) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -54,9 +55,20 @@ TEST(DirLock, NamesPerPart) {
   EXPECT_EQ(e3::jobs::lock_file_name({3, 8}), ".lock.part-0003-of-0008");
 }
 
+TEST(DirLock, TheHolderNamesTheSlurmJobOfItsStartUpEnvironment) {
+  const LockHolder in_slurm = LockHolder::this_process(e3::Environment(std::map<std::string, std::string>{{"SLURM_JOB_ID", "345"}}));
+  EXPECT_EQ(in_slurm.slurm_job_id, "345");
+  EXPECT_NE(in_slurm.describe().find(", Slurm job 345"), std::string::npos) << in_slurm.describe();
+  EXPECT_EQ(in_slurm.pid, static_cast<long>(::getpid()));
+  EXPECT_EQ(LockHolder::this_process(e3::Environment{}).slurm_job_id, "");
+  e3::test::TempDir dir;
+  auto claim = e3::jobs::OutputClaim::take(dir.path(), {}, {LockMethod::Auto, in_slurm});
+  EXPECT_EQ(e3::jobs::read_lock_holder(dir / ".lock").slurm_job_id, "345");
+}
+
 TEST(DirLock, SecondHolderIsRefusedNamingTheFirstAndTheFileGoesAtRelease) {
   e3::test::TempDir dir;
-  const LockHolder me = LockHolder::this_process();
+  const LockHolder me = LockHolder::this_process(e3::Environment{});
   {
     DirLock first = DirLock::acquire(dir.path(), ".lock");
     EXPECT_TRUE(first.uses_flock());
@@ -96,7 +108,7 @@ TEST(DirLock, MovedLockReleasesOnce) {
 
 TEST(DirLockExclusiveFile, ALiveHolderIsRefusedWithHowToClearIt) {
   e3::test::TempDir dir;
-  const LockHolder me = LockHolder::this_process();
+  const LockHolder me = LockHolder::this_process(e3::Environment{});
   DirLock first = DirLock::acquire(dir.path(), ".lock", exclusive(me.host, me.pid, "100"));
   EXPECT_FALSE(first.uses_flock());
   // Another job on this host: the holder (this very process) is alive.
@@ -116,7 +128,7 @@ TEST(DirLockExclusiveFile, ALiveHolderIsRefusedWithHowToClearIt) {
 
 TEST(DirLockExclusiveFile, StaleWhenItsProcessIsGoneFromThisHost) {
   e3::test::TempDir dir;
-  const LockHolder me = LockHolder::this_process();
+  const LockHolder me = LockHolder::this_process(e3::Environment{});
   write_holder_file(dir / ".lock", {me.host, dead_pid(), ""});
   {
     DirLock lock = DirLock::acquire(dir.path(), ".lock", exclusive(me.host, me.pid));
@@ -135,7 +147,7 @@ TEST(DirLockExclusiveFile, StaleWhenItNamesThisVeryProcess) {
 
 TEST(DirLockExclusiveFile, StaleWhenItNamesThisSlurmJob) {
   e3::test::TempDir dir;
-  const LockHolder me = LockHolder::this_process();
+  const LockHolder me = LockHolder::this_process(e3::Environment{});
   // A requeued job: its earlier run on another node holds the file; same job id, so it is ours.
   write_holder_file(dir / ".lock", {"node-a", 12345, "9001"});
   EXPECT_NO_THROW(DirLock::acquire(dir.path(), ".lock", exclusive("node-b", me.pid, "9001")));
@@ -184,7 +196,7 @@ TEST(OutputClaim, TheWriteProbeNeverFollowsALink) {
   fs::create_directories(out);
   e3::test::write_text(dir / "precious", "keep me");
   const fs::path probe =
-      out / (".write-test." + LockHolder::this_process().host + "." + std::to_string(::getpid()));
+      out / (".write-test." + LockHolder::this_process(e3::Environment{}).host + "." + std::to_string(::getpid()));
   fs::create_symlink(dir / "precious", probe);
   { auto claim = e3::jobs::OutputClaim::take(out, {}); }
   EXPECT_EQ(read_text(dir / "precious"), "keep me");

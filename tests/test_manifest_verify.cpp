@@ -114,6 +114,53 @@ TEST(ManifestJson, RoundTripsThroughJson) {
   expect_same(e3::io::manifest_from_json(nlohmann::json::parse(j.dump()), "test"), m);
 }
 
+TEST(ManifestJson, TheShardListAloneIsTheManifestsShardsArray) {
+  const Manifest m = make_manifest();
+  const nlohmann::json list = e3::io::shards_to_json(m.shards);
+  EXPECT_EQ(list, e3::io::to_json(m).at("shards"));
+  Manifest back = m;
+  back.shards = e3::io::shards_from_json(nlohmann::json::parse(list.dump()), "gathered");
+  expect_same(back, m);
+  EXPECT_TRUE(e3::io::shards_from_json(e3::io::shards_to_json({}), "gathered").empty());
+  // Read alone, a bad list is an output error naming `where`, as inside a manifest.
+  nlohmann::json bad = list;
+  bad[1]["file"] = "../victim.h5";
+  auto err = e3::test::error_of([&] { e3::io::shards_from_json(bad, "gathered shard list"); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->kind(), ErrorKind::Output);
+  EXPECT_HAS(std::string(err->what()), "gathered shard list: shard entry 1 has \"file\": \"../victim.h5\"");
+  bad = list;
+  bad[0]["skipped"] = 7;  // not a list: the JSON library's error, as an output error
+  err = e3::test::error_of([&] { e3::io::shards_from_json(bad, "gathered shard list"); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->kind(), ErrorKind::Output);
+  EXPECT_HAS(std::string(err->what()), "gathered shard list: ");
+}
+
+TEST(ManifestFingerprint, TheShardAttributesTakeTheRunsFactsFromItsFingerprint) {
+  const RunFingerprint fp = make_fingerprint();
+  const e3::io::ModelAttributes model{.model_type = "qwen3", .hidden_size = 64, .num_hidden_layers = 6, .tp = 2,
+                                      .model_path = "/models/q", .config_fingerprint = "cfg9"};
+  const ShardAttributes a = e3::io::shard_attributes(fp, model);
+  EXPECT_EQ(a.layer_ids, fp.layer_ids);
+  EXPECT_EQ(a.final_mode, "post-norm");
+  EXPECT_EQ(a.dtype, e3::DType::BF16);
+  EXPECT_EQ(a.tool_version, "0.1.0");
+  EXPECT_EQ(a.run_fingerprint, fp.digest());
+  EXPECT_EQ(a.model_type, "qwen3");
+  EXPECT_EQ(a.hidden_size, 64);
+  EXPECT_EQ(a.num_hidden_layers, 6);
+  EXPECT_EQ(a.tp, 2);
+  EXPECT_EQ(a.model_path, "/models/q");
+  EXPECT_EQ(a.config_fingerprint, "cfg9");
+  RunFingerprint fp8 = fp;
+  fp8.dtype = "fp8";
+  fp8.plan_groups = 8;  // a field the shards do not carry but whose digest they do
+  const ShardAttributes b = e3::io::shard_attributes(fp8, model);
+  EXPECT_EQ(b.dtype, e3::DType::F8E4M3);
+  EXPECT_NE(b.run_fingerprint, a.run_fingerprint);
+}
+
 TEST(ManifestJson, ShardSizeAndPlanGroupsRoundTrip) {
   const Manifest m = make_manifest();
   const nlohmann::json j = e3::io::to_json(m);
@@ -301,18 +348,9 @@ constexpr int64_t kH = 8;
 int64_t tokens_of(int64_t sample) { return 2 + sample % 3; }
 
 ShardAttributes attrs_for(const RunFingerprint& fp) {
-  ShardAttributes a;
-  a.layer_ids = fp.layer_ids;
-  a.final_mode = fp.final_mode;
-  a.model_type = "llama";
-  a.hidden_size = kH;
-  a.num_hidden_layers = 4;
-  a.dtype = e3::parse_storage_dtype(fp.dtype);
-  a.model_path = "/models/m";
-  a.config_fingerprint = "cfg";
-  a.run_fingerprint = fp.digest();
-  a.tool_version = fp.tool_version;
-  return a;
+  return e3::io::shard_attributes(
+      fp, {.model_type = "llama", .hidden_size = kH, .num_hidden_layers = 4, .model_path = "/models/m",
+           .config_fingerprint = "cfg"});
 }
 
 // Writes and commits one shard holding `samples`; `nan_at` puts a NaN into one sample's

@@ -18,15 +18,9 @@ namespace {
 using e3::ErrorKind;
 using e3::io::Part;
 
-e3::jobs::Getenv env_of(std::map<std::string, std::string> vars) {
-  return [vars = std::move(vars)](const char* name) -> std::optional<std::string> {
-    auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
+e3::Environment env_of(std::map<std::string, std::string> vars) { return e3::Environment(std::move(vars)); }
 
-std::string usage_error(const std::string& text, const e3::jobs::Getenv& env) {
+std::string usage_error(const std::string& text, const e3::Environment& env) {
   try {
     e3::jobs::parse_part(text, env);
   } catch (const e3::Error& e) {

@@ -93,10 +93,7 @@ namespace {
 using e3::jobs::fault_injection_from;
 
 e3::jobs::FaultInjection faults_of(const std::map<std::string, std::string>& env) {
-  return fault_injection_from([&](const char* name) -> std::optional<std::string> {
-    const auto it = env.find(name);
-    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
-  });
+  return fault_injection_from(e3::Environment(env));
 }
 
 TEST(FaultInjection, ReadOnceIntoTheRunConfig) {

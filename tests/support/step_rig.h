@@ -1,6 +1,6 @@
 // A writer's world in miniature for the ShardCommitter and AsyncStepWriter tests: the CPU
 // backend, a staged capture of one id, shards planned by hand, and steps filled with known
-// values (or a NaN).
+// values (or a NaN). The StepLoop tests run the same model shape (rig_shard_attributes).
 #pragma once
 
 #include <chrono>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "io/dataset.h"
+#include "io/manifest.h"
 #include "io/shard_writer.h"
 #include "jobs/plan.h"
 #include "jobs/step_writer.h"
@@ -21,9 +22,25 @@
 
 namespace e3::test {
 
+// The rigs' run: one capture id (1) of kRigHidden columns, no final state, stored as fp32.
+inline constexpr int kRigCaptureId = 1;
+inline constexpr int64_t kRigHidden = 4;
+inline io::ShardAttributes rig_shard_attributes() {
+  io::RunFingerprint run;
+  run.layer_ids = {kRigCaptureId};
+  run.final_mode = "none";
+  run.dtype = "fp32";
+  run.tool_version = "test";
+  return io::shard_attributes(run, {.model_type = "llama",
+                                    .hidden_size = kRigHidden,
+                                    .num_hidden_layers = 2,
+                                    .model_path = "model",
+                                    .config_fingerprint = "config"});
+}
+
 class StepRig {
  public:
-  static constexpr int64_t kHidden = 4, kMaxTokens = 32;
+  static constexpr int64_t kHidden = kRigHidden, kMaxTokens = 32;
   static constexpr int kSlots = 2;
 
   // Shards of `samples_per_shard` samples of `tokens` tokens each, `shards` of them.
@@ -46,16 +63,6 @@ class StepRig {
       p.samples_to_write = samples_per_shard;
       p.tokens_to_write = samples_per_shard * tokens;
     }
-    attrs_.layer_ids = {1};
-    attrs_.final_mode = "none";
-    attrs_.model_type = "llama";
-    attrs_.hidden_size = kHidden;
-    attrs_.num_hidden_layers = 2;
-    attrs_.dtype = DType::F32;
-    attrs_.model_path = "model";
-    attrs_.config_fingerprint = "config";
-    attrs_.run_fingerprint = "run";
-    attrs_.tool_version = "test";
   }
 
   std::vector<const jobs::ShardPlan*> todo() const {
@@ -95,7 +102,7 @@ class StepRig {
     const kernels::Tensor state = buf.view(DType::F32, tokens, kHidden);
     backend_->upload_float(state, values.data());
     capture_.begin_step(slot, tokens);
-    capture_.capture(1, state);
+    capture_.capture(kRigCaptureId, state);
     const uint64_t ticket = capture_.finish_step();
     backend_->wait_ticket(ticket);  // the staging buffer goes with `buf`
     return {std::move(samples), ticket};
@@ -104,11 +111,11 @@ class StepRig {
  private:
   TempDir dir_;
   std::unique_ptr<kernels::Backend> backend_ = kernels::make_cpu_backend(1);
-  model::StagedCapture capture_{*backend_, {1}, model::FinalMode::None, DType::F32, kHidden, kMaxTokens,
+  model::StagedCapture capture_{*backend_, {kRigCaptureId}, model::FinalMode::None, DType::F32, kHidden, kMaxTokens,
                                 kSlots};
   std::vector<io::SampleRecord> records_;
   std::vector<jobs::ShardPlan> plans_;
-  io::ShardAttributes attrs_;
+  io::ShardAttributes attrs_ = rig_shard_attributes();
 };
 
 // Polls `done` until it holds or `limit` passes: tests wait for a state, not for a time.

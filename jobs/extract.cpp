@@ -12,7 +12,7 @@ namespace {
 io::ShardAttributes shard_attributes(const RunConfig& rc, const parallel::Grid& grid, const ValidatedRequest& req) {
   io::ShardAttributes attrs;
   attrs.layer_ids.assign(req.layers.begin(), req.layers.end());
-  attrs.final_mode = model::final_mode_name(rc.final_mode);
+  attrs.final_mode = name_of(rc.final_mode);
   attrs.model_type = req.config.model_type;
   attrs.hidden_size = req.config.hidden_size;
   attrs.num_hidden_layers = req.config.num_hidden_layers;

@@ -307,7 +307,7 @@ ShardAttributes attrs_for(const RunFingerprint& fp) {
   a.model_type = "llama";
   a.hidden_size = kH;
   a.num_hidden_layers = 4;
-  a.dtype = e3::parse_storage_dtype(fp.dtype);
+  a.dtype = e3::parse_named<e3::DType>(fp.dtype, "dtype");
   a.model_path = "/models/m";
   a.config_fingerprint = "cfg";
   a.run_fingerprint = fp.digest();

@@ -2,13 +2,13 @@
 // `export SRC DEST`.
 #pragma once
 
-#include <optional>
 #include <string>
 
 #include "jobs/bench.h"
 #include "jobs/export.h"
 #include "jobs/info.h"
 #include "jobs/run_config.h"
+#include "jobs/verify_command.h"
 
 namespace e3::app {
 
@@ -17,9 +17,7 @@ enum class Command { Run, Verify, Info, Bench, Export, Help };
 struct Request {
   Command command = Command::Run;
   jobs::RunConfig run;
-  std::filesystem::path verify_dir;
-  bool verify_allow_incomplete = false;  // verify --allow-incomplete: a partial run passes
-  int verify_threads = 0;                // verify --threads: shards read at once (0: the cores)
+  jobs::VerifyCommandOptions verify;
   jobs::InfoOptions info;
   jobs::BenchOptions bench;
   jobs::ExportOptions export_options;

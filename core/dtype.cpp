@@ -32,14 +32,6 @@ const char* dtype_name(DType t) {
   return "?";
 }
 
-DType parse_storage_dtype(const std::string& name) {
-  if (name == "fp32") return DType::F32;
-  if (name == "bf16") return DType::BF16;
-  if (name == "fp16") return DType::F16;
-  if (name == "fp8") return DType::F8E4M3;
-  E3_THROW(ErrorKind::Usage, "--dtype must be bf16, fp16, fp32 or fp8, not '{}'", name);
-}
-
 size_t storage_row_bytes(DType t, int64_t hidden) {
   const auto h = static_cast<size_t>(hidden);
   return t == DType::F8E4M3 ? h + sizeof(float) : h * dtype_size(t);

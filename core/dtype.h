@@ -6,16 +6,22 @@
 #include <cstring>
 #include <string>
 
+#include "core/named_enum.h"
+
 namespace e3 {
 
 // U8: raw bytes (quantized weights). F8E4M3: the --dtype fp8 storage of captured states, e4m3fn
 // codes with a float32 scale per row (kernels/quant.h, encode_e4m3_row); never a compute dtype.
 enum class DType { F32, BF16, F16, I32, U8, F8E4M3 };
 
+// The storage dtypes of captured states, by their --dtype names (the same as dtype_name's);
+// I32 and U8 are no storage dtype, so name_table leaves them out.
+inline constexpr NamedValue<DType> kStorageDTypeNames[] = {
+    {DType::BF16, "bf16"}, {DType::F16, "fp16"}, {DType::F32, "fp32"}, {DType::F8E4M3, "fp8"}};
+constexpr const auto& name_table(DType) { return kStorageDTypeNames; }
+
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);
-// Parses "fp32" / "bf16" / "fp16" / "fp8"; throws a usage error otherwise.
-DType parse_storage_dtype(const std::string& name);
 // Bytes one captured row of `hidden` values takes in a storage dtype: the staging buffers, the
 // writer and every size estimate use this one formula. fp8 rows are the hidden e4m3fn codes
 // followed by the row's float32 scale.

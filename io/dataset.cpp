@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/json_read.h"
+#include "core/named_enum.h"
 
 namespace e3::io {
 namespace {
@@ -53,29 +54,6 @@ std::string clip(std::string_view s, size_t limit = kQuoteBytes) { return e3::cl
 
 std::string quote(const json& v) { return clip(v.dump()); }
 
-// Keys compared without case, '_' or '-': "lossMask", "loss-mask" and "lossmask" all mean loss_mask.
-std::string normalized(std::string_view key) {
-  std::string out;
-  for (char c : key)
-    if (std::isalnum(static_cast<unsigned char>(c))) out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-  return out;
-}
-
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 constexpr std::array<std::string_view, 3> kKeys = {"id", "input_ids", "loss_mask"};
 
 // What an unknown key most likely meant, with a word on what to do; empty if nothing fits.
@@ -90,22 +68,12 @@ std::string advice_for_key(std::string_view key) {
       {"attentionmask", "drop it: samples are packed without padding, so every token is attended"},
       {"tokentypeids", "drop it: the model takes only \"input_ids\""},
   }};
-  const std::string n = normalized(key);
+  // Keys compared without case, '_' or '-': "lossMask", "loss-mask" and "lossmask" all mean loss_mask.
+  const std::string n = loose_name(key);
   for (const auto& [name, advice] : kKnown)
     if (n == name) return std::string(advice);
-  if (n.empty() || n.size() > 32) return "";
-  std::string_view best;
-  size_t best_distance = SIZE_MAX;
-  for (std::string_view k : kKeys) {
-    // Up to two edits count as a typo, fewer for short keys: "x" is not a misspelt "id".
-    const std::string target = normalized(k);
-    const size_t d = edit_distance(n, target);
-    if (d <= std::min<size_t>(2, target.size() / 3) && d < best_distance) {
-      best_distance = d;
-      best = k;
-    }
-  }
-  return best.empty() ? "" : fmt::format("did you mean \"{}\"?", best);
+  const std::optional<std::string_view> best = closest_name(key, {kKeys.begin(), kKeys.end()});
+  return best ? fmt::format("did you mean \"{}\"?", *best) : "";
 }
 
 // A line that holds text rather than tokens: how to tokenize it with the target model's tokenizer.
@@ -359,22 +327,6 @@ class BadLines {
 };
 
 }  // namespace
-
-OnLong parse_on_long(const std::string& s) {
-  if (s == "skip") return OnLong::Skip;
-  if (s == "truncate") return OnLong::Truncate;
-  if (s == "error") return OnLong::Error;
-  E3_THROW(ErrorKind::Usage, "--on-long must be skip, truncate or error, not '{}'", s);
-}
-
-const char* on_long_name(OnLong o) {
-  switch (o) {
-    case OnLong::Skip: return "skip";
-    case OnLong::Truncate: return "truncate";
-    case OnLong::Error: return "error";
-  }
-  return "?";
-}
 
 Dataset Dataset::open(const std::filesystem::path& path, const DatasetOptions& options) {
   const Fd fd = open_data_file(path);

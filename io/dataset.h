@@ -10,11 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "core/named_enum.h"
+
 namespace e3::io {
 
+// --on-long: what a sample over --max-seq-len does.
 enum class OnLong { Skip, Truncate, Error };
-OnLong parse_on_long(const std::string& s);
-const char* on_long_name(OnLong o);
+inline constexpr NamedValue<OnLong> kOnLongNames[] = {
+    {OnLong::Skip, "skip"}, {OnLong::Truncate, "truncate"}, {OnLong::Error, "error"}};
+constexpr const auto& name_table(OnLong) { return kOnLongNames; }
 
 struct DatasetOptions {
   int64_t vocab_size = 0;

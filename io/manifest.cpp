@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/named_enum.h"
 #include "core/json_read.h"
 
 namespace e3::io {
@@ -66,7 +67,7 @@ ShardAttributes shard_attributes(const RunFingerprint& fp, const ModelAttributes
   static_cast<ModelAttributes&>(a) = model;
   a.layer_ids = fp.layer_ids;
   a.final_mode = fp.final_mode;
-  a.dtype = parse_storage_dtype(fp.dtype);
+  a.dtype = parse_named<DType>(fp.dtype, "dtype");
   a.run_fingerprint = fp.digest();
   a.tool_version = fp.tool_version;
   return a;

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "core/error.h"
-#include "parallel/mpi_check.h"
+#include "parallel/agreement.h"
 
 namespace e3::jobs {
 
@@ -53,15 +53,8 @@ namespace {
 // bus id, so a launcher that hides all but one GPU per task (srun --gpus-per-task=1, or
 // CUDA_VISIBLE_DEVICES=$SLURM_LOCALID) counts as one GPU per rank.
 bool tp_group_shares_a_gpu(const parallel::Grid& grid, const kernels::Backend& backend) {
-  constexpr int kLen = 320;
-  std::string mine = grid.host() + "/" + backend.device_id();
-  mine.resize(kLen, '\0');
-  std::string all(static_cast<size_t>(kLen) * static_cast<size_t>(grid.tp_size()), '\0');
-  E3_MPI_CHECK(MPI_Allgather(mine.data(), kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, grid.tp_comm()));
-  std::set<std::string> seen;
-  for (int r = 0; r < grid.tp_size(); ++r)
-    if (!seen.insert(all.substr(static_cast<size_t>(r) * kLen, kLen)).second) return true;
-  return false;
+  const std::vector<std::string> gpus = parallel::gather_to_all(grid.tp_comm(), grid.host() + "/" + backend.device_id());
+  return std::set<std::string>(gpus.begin(), gpus.end()).size() < gpus.size();
 }
 
 }  // namespace

@@ -12,7 +12,7 @@
 #include "jobs/step_writer.h"
 #include "core/error.h"
 #include "model/model.h"
-#include "parallel/mpi_check.h"
+#include "parallel/agreement.h"
 
 namespace e3::jobs {
 namespace {
@@ -101,7 +101,7 @@ double run_end_to_end(const BenchOptions& o, const model::ModelConfig& cfg, kern
   attrs.model_type = cfg.model_type;
   attrs.hidden_size = cfg.hidden_size;
   attrs.num_hidden_layers = cfg.num_hidden_layers;
-  attrs.dtype = parse_storage_dtype(o.dtype);
+  attrs.dtype = o.dtype;
   attrs.tp = grid.tp_size();
   attrs.model_path = "bench:" + o.config.string();
   attrs.tool_version = E3_VERSION_STRING;
@@ -137,12 +137,12 @@ double run_end_to_end(const BenchOptions& o, const model::ModelConfig& cfg, kern
     writer.acquire(1);
   }
   backend.synchronize();
-  E3_MPI_CHECK(MPI_Barrier(grid.world()));
+  parallel::barrier(grid.world());
   const auto t0 = Clock::now();
   for (int s = o.warmup; s < steps; ++s) one_step(s);
   if (writes) writer.finish(true);
   backend.synchronize();
-  E3_MPI_CHECK(MPI_Barrier(grid.world()));
+  parallel::barrier(grid.world());
   return std::chrono::duration<double>(Clock::now() - t0).count() / o.iters;
 }
 
@@ -218,11 +218,11 @@ int run_bench(const BenchOptions& o, const parallel::Grid& grid) {
   for (int i = 0; i < o.warmup; ++i) m->forward(batch, &sink);
   backend->synchronize();
   backend->profile_reset();
-  E3_MPI_CHECK(MPI_Barrier(grid.world()));
+  parallel::barrier(grid.world());
   const auto t0 = Clock::now();
   for (int i = 0; i < o.iters; ++i) m->forward(batch, &sink);
   backend->synchronize();
-  E3_MPI_CHECK(MPI_Barrier(grid.world()));
+  parallel::barrier(grid.world());
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count() / o.iters;
   const std::string profile = backend->profile_report();
   const double ceiling = backend->name() == "cuda" ? matmul_ceiling_tflops(*backend) : 0.0;
@@ -259,7 +259,7 @@ int run_bench(const BenchOptions& o, const parallel::Grid& grid) {
       line["e2e_vs_compute"] = std::round(secs / e2e_secs * 1000) / 1000;
       line["e2e_written_gb_per_s"] =
           std::round(static_cast<double>(tokens) * static_cast<double>(capture_ids.size() + 1) *
-                     static_cast<double>(storage_row_bytes(parse_storage_dtype(o.dtype), cfg.hidden_size)) /
+                     static_cast<double>(storage_row_bytes(o.dtype, cfg.hidden_size)) /
                      e2e_secs / 1e7) / 100;
     }
     std::printf("%s\n", line.dump().c_str());

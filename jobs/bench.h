@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "core/dtype.h"
 #include "core/environment.h"
 #include "jobs/option_names.h"
 #include "parallel/mpi_env.h"
@@ -23,7 +24,7 @@ struct BenchOptions {
   CommKind comm = CommKind::Auto;
   ExpertDequant expert_dequant = ExpertDequant::Scratch;  // as for a run
   std::filesystem::path out;     // when set, also time end to end with HDF5 shards written here
-  std::string dtype = "bf16";    // the storage dtype of the shards written under `out`
+  DType dtype = DType::BF16;     // the storage dtype of the shards written under `out`
   Environment env;               // the start-up environment: the CUDA backend's options (E3_PROFILE...)
 };
 

@@ -46,7 +46,7 @@ constexpr int64_t kSpecForgeGroup = 2000;          // SpecForge's rows_{g}-{g+20
 
 // An export's identity: a DEST made from other data or in another format is not resumed.
 nlohmann::json export_identity(ExportFormat format, const io::Manifest& m) {
-  return {{"format", export_format_name(format)},
+  return {{"format", name_of(format)},
           {"run_fingerprint", m.fingerprint.digest()},
           {"data_fingerprint", m.data_fingerprint}};
 }
@@ -109,17 +109,17 @@ void check_conventions(ExportFormat f, const Source& s, const fs::path& src) {
   E3_REQUIRE(!need.dataset.empty(), ErrorKind::Usage,
              "export --format {}: {} stores the final state {} (--final {}); {} trains on it {} the final norm: rerun "
              "the extraction with --final {} (or --final both, which serves every trainer) into a new --out",
-             export_format_name(f), src.string(), d.final_mode == "none" ? "not at all" : d.final_mode, d.final_mode,
-             export_format_name(f), std::string(need.norm) == "pre-norm" ? "before" : "after", need.norm);
+             name_of(f), src.string(), d.final_mode == "none" ? "not at all" : d.final_mode, d.final_mode,
+             name_of(f), std::string(need.norm) == "pre-norm" ? "before" : "after", need.norm);
   E3_REQUIRE(d.layer_ids.size() == 3, ErrorKind::Usage,
              "export --format {}: {} holds {} capture ids [{}]; EAGLE-3 trainers take exactly three: rerun the "
              "extraction with --layers {} (the EAGLE-3 default for {} layers)",
-             export_format_name(f), src.string(), d.layer_ids.size(), fmt::join(d.layer_ids, ", "),
+             name_of(f), src.string(), d.layer_ids.size(), fmt::join(d.layer_ids, ", "),
              fmt::join(preset, ","), L);
   if (d.layer_ids != preset)
     spdlog::warn("export: {} captured ids [{}], not the EAGLE-3 default [{}] of a {}-layer model that {} assumes: "
                  "tell the trainer these layers (docs/TRAINERS.md shows where)",
-                 src.string(), fmt::join(d.layer_ids, ", "), fmt::join(preset, ", "), L, export_format_name(f));
+                 src.string(), fmt::join(d.layer_ids, ", "), fmt::join(preset, ", "), L, name_of(f));
   E3_REQUIRE(d.dtype == "bf16" || d.dtype == "fp16" || d.dtype == "fp32" || d.dtype == "fp8", ErrorKind::Verify,
              "{}: unknown dtype '{}'", src.string(), d.dtype);
 }
@@ -313,22 +313,6 @@ void sync_file_system(const fs::path& dir) {
 }
 
 }  // namespace
-
-ExportFormat parse_export_format(const std::string& name) {
-  if (name == "speculators") return ExportFormat::Speculators;
-  if (name == "specforge") return ExportFormat::SpecForge;
-  if (name == "modelopt") return ExportFormat::ModelOpt;
-  E3_THROW(ErrorKind::Usage, "export --format must be speculators, specforge or modelopt, not '{}'", name);
-}
-
-const char* export_format_name(ExportFormat f) {
-  switch (f) {
-    case ExportFormat::Speculators: return "speculators";
-    case ExportFormat::SpecForge: return "specforge";
-    case ExportFormat::ModelOpt: return "modelopt";
-  }
-  return "?";
-}
 
 std::string modelopt_file_stem(int64_t index, const std::string* id) {
   if (!id || id->empty()) return fmt::format("{:08d}", index);

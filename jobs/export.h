@@ -9,11 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "core/named_enum.h"
+
 namespace e3::jobs {
 
 enum class ExportFormat { Speculators, SpecForge, ModelOpt };
-ExportFormat parse_export_format(const std::string& name);  // usage error naming the three
-const char* export_format_name(ExportFormat f);
+inline constexpr NamedValue<ExportFormat> kExportFormatNames[] = {{ExportFormat::Speculators, "speculators"},
+                                                                  {ExportFormat::SpecForge, "specforge"},
+                                                                  {ExportFormat::ModelOpt, "modelopt"}};
+constexpr const auto& name_table(ExportFormat) { return kExportFormatNames; }
 
 struct ExportOptions {
   ExportFormat format = ExportFormat::Speculators;

@@ -61,12 +61,12 @@ void log_plan(const RunConfig& rc, const parallel::Grid& grid, const ValidatedRe
   const io::Dataset& data = req.data;
   spdlog::info("model {} ({}, {} layers, hidden {}), capture ids [{}], final {}, dtype {}", rc.model_dir.string(),
                model::family_name(mc.family), mc.num_hidden_layers, mc.hidden_size, fmt::join(req.layers, ", "),
-               model::final_mode_name(rc.final_mode), dtype_name(rc.dtype));
+               name_of(rc.final_mode), dtype_name(rc.dtype));
   if (model::distinct_ids(req.layers).size() != req.layers.size())
     spdlog::warn("capture ids [{}] repeat a layer; it is stored once per mention", fmt::join(req.layers, ", "));
   spdlog::info("data {}: {} samples, {} longer than --max-seq-len {} ({}: {} skipped, {} truncated)",
                rc.data_path.string(), data.samples().size(), data.num_skipped() + data.num_truncated(),
-               rc.max_seq_len, io::on_long_name(rc.on_long), data.num_skipped(), data.num_truncated());
+               rc.max_seq_len, name_of(rc.on_long), data.num_skipped(), data.num_truncated());
   for (const io::SampleRecord& r : data.samples())
     if (r.skipped)
       spdlog::warn("skipping sample {} ({}:{}): {} tokens > --max-seq-len {}", r.index, rc.data_path.string(), r.line,
@@ -113,10 +113,10 @@ ValidatedRequest validate_request(const RunConfig& rc, const parallel::Grid& gri
     io::RunFingerprint& fp = req.fingerprint;
     fp.model_fingerprint = req.model_attributes.config_fingerprint + "-" + req.checkpoint->fingerprint();
     fp.layer_ids.assign(req.layers.begin(), req.layers.end());
-    fp.final_mode = model::final_mode_name(rc.final_mode);
+    fp.final_mode = name_of(rc.final_mode);
     fp.dtype = dtype_name(rc.dtype);
     fp.max_seq_len = rc.max_seq_len;
-    fp.on_long = io::on_long_name(rc.on_long);
+    fp.on_long = name_of(rc.on_long);
     fp.samples_per_shard = rc.samples_per_shard;
     fp.shard_size = rc.shard_size;
     fp.tool_version = E3_VERSION_STRING;

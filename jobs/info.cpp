@@ -43,7 +43,7 @@ std::string model_info(const InfoOptions& o) {
     line(fmt::format("moe              {} of {} layers: {} experts ({} per token, intermediate {}), {} shared; "
                      "router {} {}, groups {}/{}, norm_topk_prob {}, scaling {}",
                      moe_layers, c.num_hidden_layers, m.num_experts, m.experts_per_token, m.moe_intermediate_size,
-                     m.n_shared_experts, model::scoring_name(m.scoring), model::topk_method_name(m.topk_method),
+                     m.n_shared_experts, name_of(m.scoring), name_of(m.topk_method),
                      m.topk_group, m.n_group, m.norm_topk_prob, m.routed_scaling_factor));
   }
   if (c.quant.method != model::QuantConfig::Method::None)

@@ -10,14 +10,6 @@
 
 namespace e3::jobs {
 
-OnNonfinite parse_on_nonfinite(const std::string& s) {
-  if (s == "skip") return OnNonfinite::Skip;
-  if (s == "error") return OnNonfinite::Error;
-  E3_THROW(ErrorKind::Usage, "--on-nonfinite '{}': expected skip or error", s);
-}
-
-const char* on_nonfinite_name(OnNonfinite o) { return o == OnNonfinite::Skip ? "skip" : "error"; }
-
 std::vector<int> parse_capture_ids(const std::string& text) {
   E3_REQUIRE(!text.empty(), ErrorKind::Usage,
              "--layers is empty; give comma-separated capture ids such as 2,16,29, or leave the option out for "

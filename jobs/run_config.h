@@ -19,8 +19,9 @@ namespace e3::jobs {
 
 // What a sample with NaN or infinity in its captured states does.
 enum class OnNonfinite { Skip, Error };
-OnNonfinite parse_on_nonfinite(const std::string& s);  // "skip" | "error"; throws a usage error
-const char* on_nonfinite_name(OnNonfinite o);
+inline constexpr NamedValue<OnNonfinite> kOnNonfiniteNames[] = {{OnNonfinite::Error, "error"},
+                                                                {OnNonfinite::Skip, "skip"}};
+constexpr const auto& name_table(OnNonfinite) { return kOnNonfiniteNames; }
 
 // "2,16,29" -> {2, 16, 29}. Every comma-separated item must be one integer: an empty list or
 // an empty item ("1,,2") is a usage error, not a silently dropped or zero id.

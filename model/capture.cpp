@@ -6,24 +6,6 @@
 
 namespace e3::model {
 
-FinalMode parse_final_mode(const std::string& s) {
-  if (s == "post-norm") return FinalMode::PostNorm;
-  if (s == "pre-norm") return FinalMode::PreNorm;
-  if (s == "both") return FinalMode::Both;
-  if (s == "none") return FinalMode::None;
-  E3_THROW(ErrorKind::Usage, "--final must be post-norm, pre-norm, both or none, not '{}'", s);
-}
-
-const char* final_mode_name(FinalMode m) {
-  switch (m) {
-    case FinalMode::PostNorm: return "post-norm";
-    case FinalMode::PreNorm: return "pre-norm";
-    case FinalMode::Both: return "both";
-    case FinalMode::None: return "none";
-  }
-  return "?";
-}
-
 const char* final_norm_name(FinalNorm n) { return n == FinalNorm::Post ? "post-norm" : "pre-norm"; }
 
 std::vector<FinalNorm> stored_finals(FinalMode m) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/named_enum.h"
 #include "kernels/backend.h"
 
 namespace e3::model {
@@ -15,8 +16,11 @@ namespace e3::model {
 // Which final states a run stores. Both serves every trainer from one run: speculators wants
 // the state before the final norm, SpecForge and ModelOpt the one after it.
 enum class FinalMode { None, PostNorm, PreNorm, Both };
-FinalMode parse_final_mode(const std::string& s);  // "post-norm" | "pre-norm" | "both" | "none"
-const char* final_mode_name(FinalMode m);
+inline constexpr NamedValue<FinalMode> kFinalModeNames[] = {{FinalMode::PostNorm, "post-norm"},
+                                                            {FinalMode::PreNorm, "pre-norm"},
+                                                            {FinalMode::Both, "both"},
+                                                            {FinalMode::None, "none"}};
+constexpr const auto& name_table(FinalMode) { return kFinalModeNames; }
 
 // One final state: after the model's final RMSNorm (HF hidden_states[L]) or before it (vLLM's id L).
 enum class FinalNorm { Post, Pre };

@@ -48,14 +48,15 @@ void parse_mla(const ConfigKeys& k, bool read_rope_interleave, ModelConfig& c) {
 
 namespace {
 
-// A router name of config.json, checked against its table where the layers have experts.
-template <class E, size_t N>
-E router_kind(const ConfigKeys& k, const char* key, const NameEntry<E> (&table)[N], E fallback, bool has_experts) {
-  const std::string name = k.string_or(key, std::string(enum_name(table, fallback)));
-  const std::optional<E> e = enum_from_name(table, name);
+// A router name of config.json, checked against its name table where the layers have experts.
+// A model error in the config's own words, not named_enum's usage message.
+template <class E>
+E router_kind(const ConfigKeys& k, const char* key, E fallback, bool has_experts) {
+  const std::string name = k.string_or(key, std::string(name_of(fallback)));
+  const std::optional<E> e = value_named<E>(name);
   if (!has_experts) return e.value_or(fallback);
   E3_REQUIRE(e.has_value(), ErrorKind::Model, "{}: {} '{}' is not supported ({})", k.where(), key, name,
-             enum_names(table));
+             joined_names<E>(", ", ", "));
   return *e;
 }
 
@@ -67,9 +68,9 @@ void parse_grouped_moe(const ConfigKeys& k, const GroupedMoeDefaults& d, ModelCo
   m.experts_per_token = k.size_or("num_experts_per_tok", d.experts_per_token, kMaxExperts);
   m.moe_intermediate_size = k.size_or("moe_intermediate_size", d.moe_intermediate_size, kMaxIntermediate);
   m.n_shared_experts = k.size_or("n_shared_experts", d.n_shared_experts, kMaxExperts);
-  m.scoring = d.router_keys ? router_kind(k, "scoring_func", kScoringNames, d.scoring, m.num_experts > 0) : d.scoring;
+  m.scoring = d.router_keys ? router_kind(k, "scoring_func", d.scoring, m.num_experts > 0) : d.scoring;
   m.topk_method =
-      d.router_keys ? router_kind(k, "topk_method", kTopkMethodNames, d.topk_method, m.num_experts > 0) : d.topk_method;
+      d.router_keys ? router_kind(k, "topk_method", d.topk_method, m.num_experts > 0) : d.topk_method;
   m.n_group = k.integer_or("n_group", 1);
   m.topk_group = k.integer_or("topk_group", 1);
   m.norm_topk_prob = k.boolean_or("norm_topk_prob", d.norm_topk_prob);

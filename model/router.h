@@ -1,5 +1,6 @@
 // The MoE router as config.json names it: the scoring function and the top-k method, each an
-// enum with one table of the names HF configs use, and the kernels' RouterParams of a config.
+// enum with one name table (core/named_enum.h) of the names HF configs use, and the kernels'
+// RouterParams of a config.
 #pragma once
 
 #include <optional>
@@ -7,47 +8,29 @@
 #include <string_view>
 #include <utility>
 
+#include "core/named_enum.h"
 #include "kernels/router_params.h"
+
+namespace e3::kernels {
+
+// config.json's names of the router's kinds. The tables sit in the enums' namespace, where
+// core/named_enum.h's lookup finds them; the names are the model's, so they live here.
+// scoring_func:
+inline constexpr NamedValue<RouterScoring> kScoringNames[] = {{RouterScoring::Softmax, "softmax"},
+                                                              {RouterScoring::Sigmoid, "sigmoid"}};
+constexpr const auto& name_table(RouterScoring) { return kScoringNames; }
+// topk_method:
+inline constexpr NamedValue<RouterSelect> kTopkMethodNames[] = {{RouterSelect::Greedy, "greedy"},
+                                                                {RouterSelect::GroupLimitedGreedy, "group_limited_greedy"},
+                                                                {RouterSelect::NoAuxTc, "noaux_tc"}};
+constexpr const auto& name_table(RouterSelect) { return kTopkMethodNames; }
+
+}  // namespace e3::kernels
 
 namespace e3::model {
 
 using Scoring = kernels::RouterScoring;
 using TopkMethod = kernels::RouterSelect;
-
-template <class E>
-using NameEntry = std::pair<std::string_view, E>;
-
-// config.json's scoring_func values.
-inline constexpr NameEntry<Scoring> kScoringNames[] = {{"softmax", Scoring::Softmax}, {"sigmoid", Scoring::Sigmoid}};
-// config.json's topk_method values.
-inline constexpr NameEntry<TopkMethod> kTopkMethodNames[] = {{"greedy", TopkMethod::Greedy},
-                                                             {"group_limited_greedy", TopkMethod::GroupLimitedGreedy},
-                                                             {"noaux_tc", TopkMethod::NoAuxTc}};
-
-template <class E, size_t N>
-std::optional<E> enum_from_name(const NameEntry<E> (&table)[N], std::string_view name) {
-  for (const auto& [n, e] : table)
-    if (n == name) return e;
-  return std::nullopt;
-}
-
-template <class E, size_t N>
-std::string_view enum_name(const NameEntry<E> (&table)[N], E value) {
-  for (const auto& [n, e] : table)
-    if (e == value) return n;
-  return "?";
-}
-
-// "a, b, c": the accepted names, for messages.
-template <class E, size_t N>
-std::string enum_names(const NameEntry<E> (&table)[N]) {
-  std::string out;
-  for (const auto& entry : table) out += (out.empty() ? "" : ", ") + std::string(entry.first);
-  return out;
-}
-
-inline std::string_view scoring_name(Scoring s) { return enum_name(kScoringNames, s); }
-inline std::string_view topk_method_name(TopkMethod m) { return enum_name(kTopkMethodNames, m); }
 
 struct MoeConfig;
 // The router settings of a config's MoE layers.

@@ -48,16 +48,18 @@ void rethrow_agreed(const std::exception_ptr& failure) {
   }
 }
 
-void agreed_phase(const Grid& grid, const std::function<void()>& setup) {
+void agreed_phase(MPI_Comm comm, const std::function<void()>& body) {
   std::exception_ptr failure;
   try {
-    setup();
+    body();
   } catch (...) {
     failure = std::current_exception();
   }
-  const Failure f = agree_on_failure(grid.world(), failure != nullptr, failure ? failure_exit_code(failure) : 0);
+  const Failure f = agree_on_failure(comm, failure != nullptr, failure ? failure_exit_code(failure) : 0);
   if (f.rank < 0) return;
-  if (f.rank == grid.world_rank()) rethrow_agreed(failure);
+  int rank = 0;
+  E3_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  if (f.rank == rank) rethrow_agreed(failure);
   if (failure) {
     try {
       rethrow_agreed(failure);
@@ -67,6 +69,8 @@ void agreed_phase(const Grid& grid, const std::function<void()>& setup) {
   }
   throw PeerFailed{f.rank, f.code};
 }
+
+void agreed_phase(const Grid& grid, const std::function<void()>& setup) { agreed_phase(grid.world(), setup); }
 
 StepAgreement agree_on_step(const Grid& grid, int stop_signal, const std::exception_ptr& failure, int64_t samples,
                             int64_t tokens) {
@@ -99,30 +103,72 @@ std::vector<int64_t> broadcast_indices(const Grid& grid, std::vector<int64_t> va
   return values;
 }
 
-std::vector<std::string> gather_to_root(MPI_Comm comm, const std::string& mine) {
-  int size = 0, rank = 0;
-  E3_MPI_CHECK(MPI_Comm_size(comm, &size));
-  E3_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  const int len = static_cast<int>(mine.size());
-  std::vector<int> lens(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
-  E3_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm));
-  std::string all;
-  if (rank == 0) {
-    int total = 0;
-    for (int i = 0; i < size; ++i) {
-      displs[static_cast<size_t>(i)] = total;
-      total += lens[static_cast<size_t>(i)];
-    }
-    all.resize(static_cast<size_t>(total));
-  }
-  E3_MPI_CHECK(
-      MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, comm));
+int broadcast_from_root(MPI_Comm comm, int value) {
+  E3_MPI_CHECK(MPI_Bcast(&value, 1, MPI_INT, 0, comm));
+  return value;
+}
+
+namespace {
+
+// Where each rank's text starts when the texts of `lens` bytes lie back to back.
+std::vector<int> offsets_of(const std::vector<int>& lens) {
+  std::vector<int> offsets(lens.size());
+  for (size_t i = 1; i < lens.size(); ++i) offsets[i] = offsets[i - 1] + lens[i - 1];
+  return offsets;
+}
+
+std::vector<std::string> split_texts(const std::string& all, const std::vector<int>& lens) {
   std::vector<std::string> out;
-  if (rank != 0) return out;
-  for (int i = 0; i < size; ++i)
-    out.push_back(all.substr(static_cast<size_t>(displs[static_cast<size_t>(i)]),
-                             static_cast<size_t>(lens[static_cast<size_t>(i)])));
+  size_t at = 0;
+  for (const int len : lens) {
+    out.push_back(all.substr(at, static_cast<size_t>(len)));
+    at += static_cast<size_t>(len);
+  }
   return out;
 }
+
+int comm_size(MPI_Comm comm) {
+  int size = 0;
+  E3_MPI_CHECK(MPI_Comm_size(comm, &size));
+  return size;
+}
+
+}  // namespace
+
+std::vector<std::string> gather_to_root(MPI_Comm comm, const std::string& mine) {
+  int rank = 0;
+  E3_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  const int len = static_cast<int>(mine.size());
+  std::vector<int> lens(static_cast<size_t>(comm_size(comm)));
+  E3_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm));
+  const std::vector<int> offsets = offsets_of(lens);
+  std::string all(rank == 0 ? static_cast<size_t>(offsets.back() + lens.back()) : 0, '\0');
+  E3_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, 0, comm));
+  return rank == 0 ? split_texts(all, lens) : std::vector<std::string>{};
+}
+
+std::vector<std::string> gather_to_all(MPI_Comm comm, const std::string& mine) {
+  const int len = static_cast<int>(mine.size());
+  std::vector<int> lens(static_cast<size_t>(comm_size(comm)));
+  E3_MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm));
+  const std::vector<int> offsets = offsets_of(lens);
+  std::string all(static_cast<size_t>(offsets.back() + lens.back()), '\0');
+  E3_MPI_CHECK(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, comm));
+  return split_texts(all, lens);
+}
+
+std::vector<double> sum_to_root(MPI_Comm comm, const std::vector<double>& values) {
+  std::vector<double> sums(values.size(), 0.0);
+  E3_MPI_CHECK(MPI_Reduce(values.data(), sums.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_SUM, 0, comm));
+  return sums;
+}
+
+double max_to_root(MPI_Comm comm, double value) {
+  double max = 0;
+  E3_MPI_CHECK(MPI_Reduce(&value, &max, 1, MPI_DOUBLE, MPI_MAX, 0, comm));
+  return max;
+}
+
+void barrier(MPI_Comm comm) { E3_MPI_CHECK(MPI_Barrier(comm)); }
 
 }  // namespace e3::parallel

@@ -1,6 +1,7 @@
 // Agreeing at points every rank reaches: on failure, so that a failure on one rank ends the
 // whole job with that rank's one message instead of a hang or a storm of errors; and on the
-// small facts the extraction loop shares (stop signals, progress, committed shards).
+// small facts the extraction loop shares (stop signals, progress, committed shards) and that
+// the commands report (problems found, totals).
 #pragma once
 
 #include <mpi.h>
@@ -37,8 +38,10 @@ int failure_exit_code(const std::exception_ptr& failure);
 // an e3::Error marked agreed; any other exception an agreed internal error with its message.
 [[noreturn]] void rethrow_agreed(const std::exception_ptr& failure);
 
-// Runs `setup` on every rank, then agrees on failure: the lowest failing rank rethrows its
-// error marked agreed; the others throw PeerFailed. Every rank must call it.
+// Runs `body` on every rank of `comm`, then agrees on failure: the lowest failing rank rethrows
+// its error marked agreed; the others throw PeerFailed. Every rank must call it.
+void agreed_phase(MPI_Comm comm, const std::function<void()>& body);
+// The same over the whole job.
 void agreed_phase(const Grid& grid, const std::function<void()>& setup);
 
 struct StepAgreement {
@@ -56,7 +59,21 @@ StepAgreement agree_on_step(const Grid& grid, int stop_signal, const std::except
 // World rank 0's values on every rank.
 std::vector<int64_t> broadcast_indices(const Grid& grid, std::vector<int64_t> values);
 
+// Rank 0's value on every rank of `comm`.
+int broadcast_from_root(MPI_Comm comm, int value);
+
 // Every rank's text, in rank order, on rank 0 of `comm` (empty elsewhere).
 std::vector<std::string> gather_to_root(MPI_Comm comm, const std::string& mine);
+// Every rank's text, in rank order, on every rank of `comm`.
+std::vector<std::string> gather_to_all(MPI_Comm comm, const std::string& mine);
+
+// Element by element, the sum of every rank's `values` (all of one length) on rank 0 of
+// `comm`; zeros elsewhere. For a report's totals.
+std::vector<double> sum_to_root(MPI_Comm comm, const std::vector<double>& values);
+// The largest rank's `value` on rank 0 of `comm`; 0 elsewhere.
+double max_to_root(MPI_Comm comm, double value);
+
+// Returns once every rank of `comm` has called it: the start and end of a timed section.
+void barrier(MPI_Comm comm);
 
 }  // namespace e3::parallel

@@ -73,6 +73,19 @@ int MpiComm::size() const {
   return s;
 }
 
+namespace {
+
+// The ranks of `comm` on this node, ordered as in `comm`.
+MpiComm node_comm(MPI_Comm comm) {
+  MPI_Comm local = MPI_COMM_NULL;
+  E3_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
+  return MpiComm(local);
+}
+
+}  // namespace
+
+int ranks_on_node(MPI_Comm comm) { return node_comm(comm).size(); }
+
 Grid::Grid(int tp_size) {
   E3_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_));
   E3_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size_));
@@ -93,11 +106,9 @@ Grid::Grid(int tp_size) {
   E3_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, tp_rank_ == 0 ? 0 : MPI_UNDEFINED, dp_rank_, &writers));
   writers_comm_ = MpiComm(writers);
 
-  MPI_Comm local = MPI_COMM_NULL;
-  E3_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &local));
-  MpiComm local_owner(local);
-  local_rank_ = local_owner.rank();
-  local_size_ = local_owner.size();
+  const MpiComm local = node_comm(MPI_COMM_WORLD);
+  local_rank_ = local.rank();
+  local_size_ = local.size();
 
   char name[MPI_MAX_PROCESSOR_NAME];
   int len = 0;

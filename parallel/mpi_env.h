@@ -17,6 +17,8 @@ class MpiEnv {
 
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
+  // Every rank of the job: the communicator of commands that need no TP x DP grid.
+  MPI_Comm world() const { return MPI_COMM_WORLD; }
   // Ends every rank of the job now with `code`. Never returns.
   [[noreturn]] static void abort(int code);
   // The same from a thread other than the main one (the collective watchdog).
@@ -47,6 +49,10 @@ class MpiComm {
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
 };
+
+// How many ranks of `comm` run on this node (a collective over `comm`), so that they can share
+// its cores.
+int ranks_on_node(MPI_Comm comm);
 
 // World ranks split into DP groups of `tp` consecutive ranks: tp_rank = world % tp,
 // dp_rank = world / tp. Also the node-local rank (for choosing a GPU) and the host name.

@@ -83,5 +83,52 @@ TEST(Agreement, BroadcastsAndGathers) {
   for (int r = 0; r < world_size(); ++r) EXPECT_EQ(all[static_cast<size_t>(r)], std::string(static_cast<size_t>(r), 'x'));
 }
 
+TEST(Agreement, GathersToEveryRankReducesToRankZeroAndBroadcastsFromIt) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int n = world_size();
+  // Texts of different lengths (rank 0's empty) arrive on every rank in rank order.
+  const auto text_of = [](int r) { return std::string(static_cast<size_t>(r), static_cast<char>('a' + r)); };
+  const std::vector<std::string> all = parallel::gather_to_all(MPI_COMM_WORLD, text_of(rank));
+  ASSERT_EQ(all.size(), static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) EXPECT_EQ(all[static_cast<size_t>(r)], text_of(r));
+
+  const std::vector<double> sums = parallel::sum_to_root(MPI_COMM_WORLD, {1.0, 0.5 * rank});
+  const double max = parallel::max_to_root(MPI_COMM_WORLD, rank == 1 ? 7.5 : -1.0);
+  if (rank == 0) {
+    EXPECT_EQ(sums, (std::vector<double>{static_cast<double>(n), 0.25 * n * (n - 1)}));
+    EXPECT_EQ(max, 7.5);
+  } else {
+    EXPECT_EQ(sums, (std::vector<double>{0.0, 0.0}));
+    EXPECT_EQ(max, 0.0);
+  }
+  EXPECT_EQ(parallel::broadcast_from_root(MPI_COMM_WORLD, rank == 0 ? 42 : rank), 42);
+  parallel::barrier(MPI_COMM_WORLD);
+  // mpirun here starts every rank on this one machine.
+  EXPECT_EQ(parallel::ranks_on_node(MPI_COMM_WORLD), n);
+}
+
+TEST(AgreedPhase, OverACommunicatorTheLowestFailingRankReports) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  // Ranks 1.. fail with their own kinds; rank 1's error is the one the job reports.
+  try {
+    parallel::agreed_phase(MPI_COMM_WORLD, [&] {
+      if (rank == 1) E3_THROW(ErrorKind::Output, "DEST is not empty");
+      if (rank > 1) E3_THROW(ErrorKind::Verify, "checksum");
+    });
+    FAIL() << "no rank failed";
+  } catch (const Error& e) {
+    EXPECT_EQ(rank, 1);
+    EXPECT_EQ(e.kind(), ErrorKind::Output);
+    EXPECT_TRUE(e.agreed());
+  } catch (const parallel::PeerFailed& p) {
+    EXPECT_NE(rank, 1);
+    EXPECT_EQ(p.rank, 1);
+    EXPECT_EQ(p.code, exit_code(ErrorKind::Output));
+  }
+  EXPECT_NO_THROW(parallel::agreed_phase(MPI_COMM_WORLD, [] {}));
+}
+
 }  // namespace
 }  // namespace e3

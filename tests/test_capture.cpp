@@ -204,7 +204,6 @@ TEST(CaptureHost, BothKeepsTheStatesBeforeAndAfterTheFinalNorm) {
   EXPECT_EQ(post_only.final_state(FinalNorm::Pre), nullptr);
   EXPECT_EQ(e3::model::stored_finals(FinalMode::Both),
             (std::vector<FinalNorm>{FinalNorm::Post, FinalNorm::Pre}));
-  EXPECT_EQ(e3::model::parse_final_mode("both"), FinalMode::Both);
 }
 
 TEST(CaptureHost, ConvertsFromTheBackendDtype) {
@@ -265,13 +264,14 @@ TEST(CaptureIds, RejectsIdAtOrAboveLayerCount) {
 TEST(CaptureIds, RejectsEmptyRequest) { error_of([] { e3::model::validate_capture_ids({}, 6); }, ErrorKind::Usage); }
 
 TEST(CaptureFinalMode, ParsesAndNames) {
-  EXPECT_EQ(e3::model::parse_final_mode("post-norm"), FinalMode::PostNorm);
-  EXPECT_EQ(e3::model::parse_final_mode("pre-norm"), FinalMode::PreNorm);
-  EXPECT_EQ(e3::model::parse_final_mode("none"), FinalMode::None);
-  for (FinalMode m : {FinalMode::PostNorm, FinalMode::PreNorm, FinalMode::None})
-    EXPECT_EQ(e3::model::parse_final_mode(e3::model::final_mode_name(m)), m);
-  const std::string msg = error_of([] { e3::model::parse_final_mode("postnorm"); }, ErrorKind::Usage);
-  EXPECT_HAS(msg, "postnorm");
+  EXPECT_EQ(e3::value_named<FinalMode>("post-norm"), FinalMode::PostNorm);
+  EXPECT_EQ(e3::value_named<FinalMode>("pre-norm"), FinalMode::PreNorm);
+  EXPECT_EQ(e3::value_named<FinalMode>("both"), FinalMode::Both);
+  EXPECT_EQ(e3::value_named<FinalMode>("none"), FinalMode::None);
+  for (FinalMode m : {FinalMode::PostNorm, FinalMode::PreNorm, FinalMode::Both, FinalMode::None})
+    EXPECT_EQ(e3::value_named<FinalMode>(e3::name_of(m)), m);
+  const std::string msg = error_of([] { e3::parse_named<FinalMode>("postnorm", "--final"); }, ErrorKind::Usage);
+  EXPECT_EQ(msg, "--final: must be post-norm, pre-norm, both or none, not 'postnorm' (did you mean 'post-norm'?)");
 }
 
 }  // namespace

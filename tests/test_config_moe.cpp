@@ -271,13 +271,13 @@ TEST(ConfigMoe, Qwen3MoeLayersFollowSparseStepAndMlpOnlyLayers) {
 TEST(ConfigMoe, RejectsUnsupportedScoringFunc) {
   json d = deepseek_v3();
   d["scoring_func"] = "tanh";
-  expect_config_error(d, "scoring_func");
+  expect_config_error(d, "scoring_func 'tanh' is not supported (softmax, sigmoid)");
 }
 
 TEST(ConfigMoe, RejectsUnsupportedTopkMethod) {
   json d = deepseek_v3();
   d["topk_method"] = "random";
-  expect_config_error(d, "topk_method");
+  expect_config_error(d, "topk_method 'random' is not supported (greedy, group_limited_greedy, noaux_tc)");
 }
 
 TEST(ConfigMoe, RejectsGroupsThatDoNotDivideExperts) {

@@ -280,20 +280,19 @@ TEST(ArchRegistry, EveryFamilyBuildsItsDecoderFromItsNamesAndRunsAStep) {
 }
 
 TEST(RouterNames, EachTableRoundTripsAndListsItsNames) {
-  using e3::model::enum_from_name;
-  using e3::model::kScoringNames;
-  using e3::model::kTopkMethodNames;
-  for (const auto& [name, value] : kScoringNames) {
-    EXPECT_EQ(enum_from_name(kScoringNames, name), value);
-    EXPECT_EQ(e3::model::scoring_name(value), name);
+  using e3::model::Scoring;
+  using e3::model::TopkMethod;
+  for (const auto& [value, name] : e3::kernels::kScoringNames) {
+    EXPECT_EQ(e3::value_named<Scoring>(name), value);
+    EXPECT_EQ(e3::name_of(value), name);
   }
-  for (const auto& [name, value] : kTopkMethodNames) {
-    EXPECT_EQ(enum_from_name(kTopkMethodNames, name), value);
-    EXPECT_EQ(e3::model::topk_method_name(value), name);
+  for (const auto& [value, name] : e3::kernels::kTopkMethodNames) {
+    EXPECT_EQ(e3::value_named<TopkMethod>(name), value);
+    EXPECT_EQ(e3::name_of(value), name);
   }
-  EXPECT_FALSE(enum_from_name(kTopkMethodNames, "random").has_value());
-  EXPECT_EQ(e3::model::enum_names(kTopkMethodNames), "greedy, group_limited_greedy, noaux_tc");
-  EXPECT_EQ(e3::model::enum_names(kScoringNames), "softmax, sigmoid");
+  EXPECT_FALSE(e3::value_named<TopkMethod>("random").has_value());
+  EXPECT_EQ((e3::joined_names<TopkMethod>(", ", ", ")), "greedy, group_limited_greedy, noaux_tc");
+  EXPECT_EQ((e3::joined_names<Scoring>(", ", ", ")), "softmax, sigmoid");
 }
 
 }  // namespace

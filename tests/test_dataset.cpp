@@ -402,14 +402,14 @@ TEST(DatasetGolden, TinyLlamaInput) {
 }
 
 TEST(DatasetOnLong, ParseAndName) {
-  EXPECT_EQ(e3::io::parse_on_long("skip"), OnLong::Skip);
-  EXPECT_EQ(e3::io::parse_on_long("truncate"), OnLong::Truncate);
-  EXPECT_EQ(e3::io::parse_on_long("error"), OnLong::Error);
-  EXPECT_STREQ(e3::io::on_long_name(OnLong::Truncate), "truncate");
-  auto err = error_of([] { e3::io::parse_on_long("drop"); });
+  EXPECT_EQ(e3::value_named<OnLong>("skip"), OnLong::Skip);
+  EXPECT_EQ(e3::value_named<OnLong>("truncate"), OnLong::Truncate);
+  EXPECT_EQ(e3::value_named<OnLong>("error"), OnLong::Error);
+  EXPECT_EQ(e3::name_of(OnLong::Truncate), "truncate");
+  auto err = error_of([] { e3::parse_named<OnLong>("drop", "--on-long"); });
   ASSERT_TRUE(err.has_value());
   EXPECT_EQ(err->kind(), ErrorKind::Usage);
-  EXPECT_TRUE(Contains(err->what(), "'drop'"));
+  EXPECT_STREQ(err->what(), "--on-long: must be skip, truncate or error, not 'drop'");
 }
 
 }  // namespace

@@ -299,13 +299,19 @@ TEST(DtypeNames, SizesNamesAndParsing) {
   EXPECT_EQ(dtype_size(DType::BF16), 2u);
   EXPECT_EQ(dtype_size(DType::F16), 2u);
   EXPECT_EQ(dtype_size(DType::I32), 4u);
-  for (DType t : {DType::F32, DType::BF16, DType::F16}) EXPECT_EQ(parse_storage_dtype(dtype_name(t)), t);
+  // The storage dtypes' --dtype names are their dtype_name; the others have none.
+  for (DType t : {DType::F32, DType::BF16, DType::F16, DType::F8E4M3}) {
+    EXPECT_EQ(e3::name_of(t), dtype_name(t));
+    EXPECT_EQ(e3::value_named<DType>(dtype_name(t)), t);
+  }
+  EXPECT_FALSE(e3::value_named<DType>(dtype_name(DType::I32)).has_value());
+  EXPECT_FALSE(e3::value_named<DType>(dtype_name(DType::U8)).has_value());
   try {
-    parse_storage_dtype("float16");
+    e3::parse_named<DType>("float16", "--dtype");
     FAIL() << "expected an error";
   } catch (const e3::Error& e) {
     EXPECT_EQ(e.kind(), e3::ErrorKind::Usage);
-    EXPECT_NE(std::string(e.what()).find("float16"), std::string::npos);
+    EXPECT_STREQ(e.what(), "--dtype: must be bf16, fp16, fp32 or fp8, not 'float16'");
   }
 }
 

@@ -71,7 +71,8 @@ TEST(ExportNames, TrainerLayouts) {
 }
 
 TEST(ExportNames, FormatNames) {
-  EXPECT_EQ(e3::jobs::parse_export_format("specforge"), e3::jobs::ExportFormat::SpecForge);
-  EXPECT_STREQ(e3::jobs::export_format_name(e3::jobs::ExportFormat::ModelOpt), "modelopt");
-  EXPECT_THROW(e3::jobs::parse_export_format("eagle"), e3::Error);
+  EXPECT_EQ(e3::value_named<e3::jobs::ExportFormat>("specforge"), e3::jobs::ExportFormat::SpecForge);
+  EXPECT_EQ(e3::name_of(e3::jobs::ExportFormat::ModelOpt), "modelopt");
+  EXPECT_EQ(e3::valid_names<e3::jobs::ExportFormat>(), "speculators, specforge or modelopt");
+  EXPECT_THROW(e3::parse_named<e3::jobs::ExportFormat>("eagle", "--format"), e3::Error);
 }

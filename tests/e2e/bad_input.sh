@@ -68,34 +68,30 @@ run 1 --model "$model" --data "$work/long.jsonl" --out "$work/out_trunc" --max-s
 h5dump -H -d /samples/00000001/input_ids "$work/out_trunc/shard-000000.h5" | grep -q "( 4 ) / ( 4 )" || fail "not truncated"
 # Bad flags: usage errors, exit 2.
 LOG="$work/usage.log"
-run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --dtype int8
-expect_failure 2 "--dtype must be bf16, fp16, fp32 or fp8" "$work/out_usage"
-run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --layers 2,8
-expect_failure 2 "capture id 8 is not below the 8 layers" "$work/out_usage"
-run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --max-seq-len 100 --max-tokens-per-step 50
-expect_failure 2 "--max-tokens-per-step 50 is below --max-seq-len 100" "$work/out_usage"
-run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --expert-dequant fast
-expect_failure 2 "--expert-dequant: must be scratch or gemm, not 'fast'" "$work/out_usage"
-# The other named options: CLI11 checks each against its name table, which the error lists.
-run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --backend gpu
-expect_failure 2 "--backend: must be auto, cuda or cpu, not 'gpu'" "$work/out_usage"
-run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --comm nvlink
-expect_failure 2 "--comm: must be auto, nccl or mpi, not 'nvlink'" "$work/out_usage"
-run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --log-level verbose
-expect_failure 2 "--log-level: must be trace, debug, info, warn or error, not 'verbose'" "$work/out_usage"
+# usage_error MESSAGE FLAGS...: a run given FLAGS exits 2, saying MESSAGE in one critical line.
+usage_error() {
+  run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" "${@:2}"
+  expect_failure 2 "$1" "$work/out_usage"
+}
+usage_error "--dtype: must be bf16, fp16, fp32 or fp8, not 'int8'" --dtype int8
+usage_error "capture id 8 is not below the 8 layers" --layers 2,8
+usage_error "--max-tokens-per-step 50 is below --max-seq-len 100" --max-seq-len 100 --max-tokens-per-step 50
+usage_error "--expert-dequant: must be scratch or gemm, not 'fast'" --expert-dequant fast
+# The other named options: each is checked against its name table, which the error lists.
+usage_error "--backend: must be auto, cuda or cpu, not 'gpu'" --backend gpu
+usage_error "--comm: must be auto, nccl or mpi, not 'nvlink'" --comm nvlink
+usage_error "--log-level: must be trace, debug, info, warn or error, not 'verbose'" --log-level verbose
+# A near miss also names the value it misspells.
+usage_error "--comm: must be auto, nccl or mpi, not 'nccll' (did you mean 'nccl'?)" --comm nccll
+usage_error "--final: must be post-norm, pre-norm, both or none, not 'post_norm' (did you mean 'post-norm'?)" --final post_norm
+usage_error "--on-nonfinite: must be error or skip, not 'ignore'" --on-nonfinite ignore
 # Values that CLI11 alone would take: empty capture ids, zero or negative sizes.
-run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --layers ""
-expect_failure 2 "--layers is empty" "$work/out_usage"
-run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --layers 1,,2
-expect_failure 2 "--layers 1,,2: item 2 is empty" "$work/out_usage"
-run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --tp 0
-expect_failure 2 "--tp must be positive, not 0" "$work/out_usage"
-run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --tp -2
-expect_failure 2 "--tp must be positive, not -2" "$work/out_usage"
-run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --threads 0
-expect_failure 2 "--threads must be positive, not 0" "$work/out_usage"
-run 2 --model "$model" --data "$work/long.jsonl" --out "$work/out_usage" --threads -1
-expect_failure 2 "--threads must be positive, not -1" "$work/out_usage"
+usage_error "--layers is empty" --layers ""
+usage_error "--layers 1,,2: item 2 is empty" --layers 1,,2
+usage_error "--tp must be positive, not 0" --tp 0
+usage_error "--tp must be positive, not -2" --tp -2
+usage_error "--threads must be positive, not 0" --threads 0
+usage_error "--threads must be positive, not -1" --threads -1
 # More threads than cores: a warning, and the run goes on. --layers given twice adds up.
 LOG="$work/threads.log"
 cores=$(getconf _NPROCESSORS_ONLN)

@@ -1,0 +1,60 @@
+#include "jobs/export_command.h"
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "parallel/agreement.h"
+
+namespace e3::jobs {
+
+int run_export(ExportOptions o, const parallel::MpiEnv& mpi) {
+  o.rank = mpi.world_rank();
+  o.ranks = mpi.world_size();
+  // The ranks on a node share its cores.
+  if (o.threads == 0)
+    o.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / parallel::ranks_on_node(mpi.world()));
+  const std::string_view format = name_of(o.format);
+  int nothing_to_do = 0;
+  parallel::agreed_phase(mpi.world(), [&] {
+    if (o.rank == 0) nothing_to_do = prepare_export(o) ? 1 : 0;
+  });
+  if (parallel::broadcast_from_root(mpi.world(), nothing_to_do)) {
+    if (o.rank == 0)
+      spdlog::info("export: {} already holds the {} export of {}: nothing to do", o.dest.string(), format,
+                   o.src.string());
+    return 0;
+  }
+  if (o.rank == 0)
+    spdlog::info("export: {} -> {} ({}){}, {} rank{} x {} threads", o.src.string(), o.dest.string(), format,
+                 o.skip_verify ? "" : ", verifying each shard first", o.ranks, o.ranks == 1 ? "" : "s", o.threads);
+  ExportReport r;
+  const auto progress = [&](const ExportProgress& p) {
+    const double mb_s = p.seconds > 0 ? p.bytes_written / 1e6 / p.seconds : 0;
+    const double eta =
+        p.shards_done > 0 ? p.seconds * static_cast<double>(p.shards_total - p.shards_done) / p.shards_done : 0;
+    spdlog::info("export: {} of {} shards, {} samples, {:.2f} GB written, {:.0f} MB/s, ETA {:.0f} s", p.shards_done,
+                 p.shards_total, p.samples_done, p.bytes_written / 1e9, mb_s, eta);
+  };
+  parallel::agreed_phase(mpi.world(), [&] { r = export_shards(o, progress); });
+  const std::vector<double> totals =
+      parallel::sum_to_root(mpi.world(), {static_cast<double>(r.samples), static_cast<double>(r.bytes_written),
+                                          static_cast<double>(r.bytes_read), static_cast<double>(r.shards_resumed)});
+  const double seconds = parallel::max_to_root(mpi.world(), r.seconds);
+  parallel::agreed_phase(mpi.world(), [&] {
+    if (o.rank == 0) finish_export(o);
+  });
+  if (o.rank == 0)
+    spdlog::info("export {} -> {} ({}): ok: {:.0f} samples in {:.0f} files{}, {:.2f} GB written in {:.1f} s "
+                 "({:.0f} MB/s), {:.2f} GB read",
+                 o.src.string(), o.dest.string(), format, totals[0], totals[0],
+                 totals[3] > 0 ? fmt::format(" ({:.0f} shards done by an earlier run)", totals[3]) : "",
+                 totals[1] / 1e9, seconds, seconds > 0 ? totals[1] / 1e6 / seconds : 0.0, totals[2] / 1e9);
+  return 0;
+}
+
+}  // namespace e3::jobs

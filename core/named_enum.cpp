@@ -41,6 +41,9 @@ std::optional<std::string_view> closest_name(std::string_view text, const std::v
     // Up to two edits count as a typo, fewer for short names: one per three letters.
     const std::string target = loose_name(name);
     const size_t d = edit_distance(loose, target);
+    // In a name of three letters one edit is a third of it: only a slip after the first letter
+    // counts ("mpii" for "mpi"), else "gpu" would be taken for "cpu" when "cuda" was meant.
+    if (d > 0 && target.size() <= 3 && loose.front() != target.front()) continue;
     if (d <= std::min<size_t>(2, target.size() / 3) && d < best_distance) {
       best_distance = d;
       best = name;

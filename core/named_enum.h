@@ -31,7 +31,7 @@ std::string loose_name(std::string_view name);
 
 // The name among `names` that `text` most likely misspells: the same name loosely (above), or
 // one or two edits away (a transposition is one), fewer for short names ("x" is not a misspelt
-// "id", and three letters allow one). The first of equally close names; nullopt when none is close.
+// "id", and three letters allow one after the first letter). The first of equally close names; nullopt when none is close.
 std::optional<std::string_view> closest_name(std::string_view text, const std::vector<std::string_view>& names);
 
 template <typename E>

@@ -110,6 +110,9 @@ TEST(NamedEnum, ClosestNameAllowsFewEditsAndFewerForShortNames) {
   EXPECT_EQ(e3::closest_name(std::string(40, 'a'), names), std::nullopt);
   EXPECT_EQ(e3::closest_name("mpii", {"auto", "nccl", "mpi"}), "mpi");
   EXPECT_EQ(e3::closest_name("nvlink", {"auto", "nccl", "mpi"}), std::nullopt);
+  EXPECT_EQ(e3::closest_name("gpu", {"auto", "cuda", "cpu"}), std::nullopt)
+      << "a three-letter name's first letter is not a slip: 'gpu' means cuda, not cpu";
+  EXPECT_EQ(e3::closest_name("cpuu", {"auto", "cuda", "cpu"}), "cpu");
   EXPECT_EQ(e3::closest_name("gemmxx", {"gemm"}), std::nullopt) << "four letters allow one edit, not two";
   EXPECT_EQ(e3::closest_name("srach", {"scratch"}), "scratch") << "six letters and more allow two";
   EXPECT_EQ(e3::closest_name("abx", {"abc", "abd"}), "abc") << "the first of equally close names";

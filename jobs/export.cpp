@@ -118,8 +118,8 @@ void check_conventions(ExportFormat f, const Source& s, const fs::path& src) {
     spdlog::warn("export: {} captured ids [{}], not the EAGLE-3 default [{}] of a {}-layer model that {} assumes: "
                  "tell the trainer these layers (docs/TRAINERS.md shows where)",
                  src.string(), fmt::join(d.layer_ids, ", "), fmt::join(preset, ", "), L, name_of(f));
-  E3_REQUIRE(d.dtype == "bf16" || d.dtype == "fp16" || d.dtype == "fp32" || d.dtype == "fp8", ErrorKind::Verify,
-             "{}: unknown dtype '{}'", src.string(), d.dtype);
+  E3_REQUIRE(storage_codec_named(d.dtype) != nullptr, ErrorKind::Verify, "{}: unknown dtype '{}'", src.string(),
+             d.dtype);
 }
 
 void write_json_file(const fs::path& path, const nlohmann::json& j) {

@@ -1,8 +1,6 @@
 #include "core/dtype.h"
 
-#include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "core/error.h"
 
@@ -32,26 +30,6 @@ const char* dtype_name(DType t) {
   return "?";
 }
 
-size_t storage_row_bytes(DType t, int64_t hidden) {
-  const auto h = static_cast<size_t>(hidden);
-  return t == DType::F8E4M3 ? h + sizeof(float) : h * dtype_size(t);
-}
-
-float fp16_to_float(uint16_t h) {
-  const uint32_t sign = (h >> 15) & 1u;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  const uint32_t man = h & 0x3ffu;
-  float value;
-  if (exp == 0) {
-    value = std::ldexp(static_cast<float>(man), -24);
-  } else if (exp == 31) {
-    value = man ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-  } else {
-    value = std::ldexp(static_cast<float>(man | 0x400u), static_cast<int>(exp) - 25);
-  }
-  return sign ? -value : value;
-}
-
 uint16_t float_to_fp16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
@@ -75,15 +53,6 @@ uint16_t float_to_fp16(float f) {
 
 namespace {
 
-// Element i of a buffer that need not be aligned for T: safetensors allows a header of any
-// length, so a tensor's bytes may start at an odd address. The memcpy compiles to one load.
-template <typename T>
-T load_at(const void* base, size_t i) {
-  T v;
-  std::memcpy(&v, static_cast<const unsigned char*>(base) + i * sizeof(T), sizeof(T));
-  return v;
-}
-
 template <typename T>
 void store_at(void* base, size_t i, T v) {
   std::memcpy(static_cast<unsigned char*>(base) + i * sizeof(T), &v, sizeof(T));
@@ -95,10 +64,10 @@ void convert_to_float(const void* src, DType from, float* dst, size_t n) {
   switch (from) {
     case DType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
     case DType::BF16:
-      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_float(load_at<uint16_t>(src, i));
+      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_float(load_unaligned<uint16_t>(src, i));
       return;
     case DType::F16:
-      for (size_t i = 0; i < n; ++i) dst[i] = fp16_to_float(load_at<uint16_t>(src, i));
+      for (size_t i = 0; i < n; ++i) dst[i] = fp16_to_float(load_unaligned<uint16_t>(src, i));
       return;
     case DType::I32:
     case DType::U8:
@@ -123,25 +92,27 @@ void convert_from_float(const float* src, DType to, void* dst, size_t n) {
   E3_THROW(ErrorKind::Internal, "cannot convert float to {}", dtype_name(to));
 }
 
-}  // namespace e3
+void convert_to_bf16(const void* src, DType from, uint16_t* dst, size_t n) {
+  if (from == DType::BF16) {
+    std::memcpy(dst, src, n * sizeof(uint16_t));
+    return;
+  }
+  // Through float, a block at a time: the block stays in the L1 cache.
+  constexpr size_t kBlock = 1024;
+  float block[kBlock];
+  for (size_t begin = 0; begin < n; begin += kBlock) {
+    const size_t m = n - begin < kBlock ? n - begin : kBlock;
+    convert_to_float(static_cast<const uint8_t*>(src) + begin * dtype_size(from), from, block, m);
+    for (size_t i = 0; i < m; ++i) dst[begin + i] = float_to_bf16(block[i]);
+  }
+}
 
-namespace e3 {
 namespace {
 
-// A value is NaN or infinite exactly when all its exponent bits are set. Blocks are scanned
-// with a branch-free OR so the compiler vectorises the common, all-finite case.
+// A value is NaN or infinite exactly when all its exponent bits are set.
 template <typename Bits>
 size_t first_with_exponent(const void* v, size_t n, Bits exponent) {
-  constexpr size_t kBlock = 4096;
-  for (size_t begin = 0; begin < n; begin += kBlock) {
-    const size_t end = std::min(n, begin + kBlock);
-    Bits hit = 0;
-    for (size_t i = begin; i < end; ++i) hit |= static_cast<Bits>((load_at<Bits>(v, i) & exponent) == exponent);
-    if (!hit) continue;
-    for (size_t i = begin; i < end; ++i)
-      if ((load_at<Bits>(v, i) & exponent) == exponent) return i;
-  }
-  return n;
+  return first_flagged<Bits>(v, n, [exponent](Bits b) { return (b & exponent) == exponent; });
 }
 
 }  // namespace

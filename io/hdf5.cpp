@@ -122,6 +122,12 @@ std::optional<DType> storage_dtype_of(hid_t type) {
   return std::nullopt;
 }
 
+bool stored_as(hid_t ds, hid_t type, const StoredPart& part) {
+  if (!part.encoding) return storage_dtype_of(type) == part.element;
+  return H5Tget_class(type) == H5T_INTEGER && H5Tget_size(type) == dtype_size(part.element) &&
+         read_attr_string(ds, "encoding") == std::string(part.encoding);
+}
+
 void write_attr(hid_t obj, const char* name, const std::string& value) {
   H5Id type(E3_H5(H5Tcopy(H5T_C_S1), "H5Tcopy"), H5Tclose);
   E3_H5(H5Tset_size(type.get(), std::max<size_t>(value.size(), 1)), "H5Tset_size");

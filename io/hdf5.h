@@ -6,9 +6,7 @@
 #include <hdf5.h>
 
 #include <bit>
-#include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -17,6 +15,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/storage_codec.h"
 
 namespace e3::io {
 
@@ -69,32 +68,15 @@ H5Id file_access_list();
 H5Id file_type_for(DType dtype);
 // Which storage dtype an HDF5 type is, if any (fp32, bf16 or fp16 as written above; uint8 for fp8).
 std::optional<DType> storage_dtype_of(hid_t type);
+// Whether dataset `ds` of type `type` is stored as `part` says: its element type, and for an
+// encoded part (fp8 codes) a one-byte integer type with the part's `encoding` attribute.
+bool stored_as(hid_t ds, hid_t type, const StoredPart& part);
 
 // ---- reading stored values back without HDF5's (slow, soft-float) type conversion
 
-// The stored bits are little-endian; reading them as integers assumes a host of that order.
+// The stored bits are little-endian; decoding them in place (core/storage_codec.h) assumes a
+// host of that order.
 static_assert(std::endian::native == std::endian::little, "shards are read as little-endian integers");
-
-inline float bf16_bits_to_float(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
-
-inline float fp16_bits_to_float(uint16_t bits) {
-  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
-  const uint32_t exp = (bits >> 10) & 0x1Fu, man = bits & 0x3FFu;
-  if (exp == 0x1F) return std::bit_cast<float>(sign | 0x7F800000u | (man << 13));  // inf / NaN
-  if (exp != 0) return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (man << 13));
-  const float sub = std::ldexp(static_cast<float>(man), -24);  // subnormal (or zero)
-  return sign ? -sub : sub;
-}
-
-// float8 e4m3fn (no infinities; 0x7F and 0xFF are NaN), the value before its row's scale.
-inline float fp8_e4m3fn_to_float(uint8_t bits) {
-  const uint32_t exp = (bits >> 3) & 0xFu, man = bits & 0x7u;
-  float v;
-  if ((bits & 0x7F) == 0x7F) v = std::nanf("");
-  else if (exp == 0) v = std::ldexp(static_cast<float>(man), -9);
-  else v = std::ldexp(1.0f + static_cast<float>(man) / 8.0f, static_cast<int>(exp) - 7);
-  return (bits & 0x80) ? -v : v;
-}
 
 // Where a dataset's bytes lie in its file when stored contiguously (the shard writer's
 // layout); nullopt for chunked or not yet allocated storage.

@@ -14,18 +14,6 @@
 
 namespace e3::io {
 
-size_t stored_element_bytes(StoredElement e) {
-  switch (e) {
-    case StoredElement::U8:
-    case StoredElement::FP8: return 1;
-    case StoredElement::BF16:
-    case StoredElement::F16: return 2;
-    case StoredElement::I32:
-    case StoredElement::F32: return 4;
-  }
-  return 0;
-}
-
 const StoredDataset* StoredSample::find(const std::string& name) const {
   for (const StoredDataset& d : datasets)
     if (d.name == name) return &d;
@@ -34,18 +22,16 @@ const StoredDataset* StoredSample::find(const std::string& name) const {
 
 namespace {
 
-StoredElement element_of(hid_t ds, const std::string& where) {
+DType element_of(hid_t ds, const std::string& where) {
   H5Id type(E3_H5(H5Dget_type(ds), "{}: H5Dget_type", where), H5Tclose);
   const hid_t t = type.get();
   if (H5Tget_class(t) == H5T_INTEGER) {
     const size_t size = H5Tget_size(t);
-    if (size == 4 && H5Tget_sign(t) == H5T_SGN_2) return StoredElement::I32;
+    if (size == 4 && H5Tget_sign(t) == H5T_SGN_2) return DType::I32;
     if (size == 1 && H5Tget_sign(t) == H5T_SGN_NONE)
-      return read_attr_string(ds, "encoding") == std::string(kFp8Encoding) ? StoredElement::FP8 : StoredElement::U8;
+      return read_attr_string(ds, "encoding") == std::string(kE4m3fnEncoding) ? DType::F8E4M3 : DType::U8;
   } else if (const auto dtype = storage_dtype_of(t)) {
-    if (*dtype == DType::BF16) return StoredElement::BF16;
-    if (*dtype == DType::F16) return StoredElement::F16;
-    if (*dtype == DType::F32) return StoredElement::F32;
+    return *dtype;  // F32, BF16 or F16
   }
   E3_THROW(ErrorKind::Output, "{}: stored in a type eagle3_extract does not write", where);
 }
@@ -63,7 +49,7 @@ StoredDataset locate(hid_t group, const std::string& name, const std::string& wh
   d.dims.assign(dims.begin(), dims.end());
   uint64_t count = 1;
   for (uint64_t n : d.dims) count *= n;
-  d.bytes = count * stored_element_bytes(d.element);
+  d.bytes = count * dtype_size(d.element);
   const auto offset = contiguous_offset(ds.get());
   E3_REQUIRE(offset.has_value() || d.bytes == 0, ErrorKind::Output,
              "{}: not stored in one uncompressed piece (as eagle3_extract writes it; was the file repacked?)", dw);

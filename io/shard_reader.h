@@ -13,14 +13,12 @@
 
 namespace e3::io {
 
-// How a dataset's elements are stored.
-enum class StoredElement { I32, U8, BF16, F16, F32, FP8 };
-size_t stored_element_bytes(StoredElement e);
-
 // One dataset of a sample: its shape and where its bytes are in the shard file.
 struct StoredDataset {
   std::string name;
-  StoredElement element = StoredElement::F32;
+  // How its elements are stored: I32, U8, F32, BF16, F16, or F8E4M3 (uint8 with the e4m3fn
+  // `encoding` attribute).
+  DType element = DType::F32;
   std::vector<uint64_t> dims;
   uint64_t offset = 0;  // in the file
   uint64_t bytes = 0;

@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 
 #include "core/hash.h"
-#include "core/e4m3.h"
 
 namespace e3::io {
 
@@ -79,7 +78,11 @@ std::string file_checksum(const std::filesystem::path& path) {
 }
 
 ShardWriter::ShardWriter(const std::filesystem::path& out_dir, int64_t shard_index, const ShardAttributes& attrs)
-    : out_dir_(out_dir), shard_index_(shard_index), attrs_(attrs), finals_(final_datasets(attrs.final_mode)) {
+    : out_dir_(out_dir),
+      shard_index_(shard_index),
+      attrs_(attrs),
+      codec_(storage_codec(attrs.dtype)),
+      finals_(final_datasets(attrs.final_mode)) {
   final_path_ = out_dir / shard_file_name(shard_index);
   // The temporary name does not end in .h5, so globs for shards never see a partial one.
   temp_path_ = out_dir / fmt::format("{}.tmp.{}", shard_file_name(shard_index), ::getpid());
@@ -110,7 +113,7 @@ ShardWriter::ShardWriter(const std::filesystem::path& out_dir, int64_t shard_ind
   write_attr(f, "shard_index", shard_index_);
   samples_group_ = H5Id(E3_H5(H5Gcreate2(f, "samples", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "creating /samples"),
                         H5Gclose);
-  storage_type_ = file_type_for(attrs_.dtype);
+  for (const StoredPart& part : codec_.parts()) part_types_.push_back(file_type_for(part.element));
   reserve_fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CLOEXEC);
   E3_REQUIRE(reserve_fd_ >= 0, ErrorKind::Output, "cannot open {}: {}", temp_path_.string(), std::strerror(errno));
   record_.file = final_path_.filename().string();
@@ -141,30 +144,6 @@ H5Id write_dataset(hid_t group, const char* name, hid_t file_type, hid_t mem_typ
 }
 
 }  // namespace
-
-void ShardWriter::write_sample(int64_t index, const std::string* id, const std::vector<int32_t>& input_ids,
-                               const std::vector<uint8_t>& loss_mask, const std::vector<const float*>& layers,
-                               const std::vector<const float*>& finals) {
-  // Convert each [T, H] block to the storage dtype, then write as delivered by the pipeline.
-  const size_t T = input_ids.size(), H = static_cast<size_t>(attrs_.hidden_size);
-  const size_t row = storage_row_bytes(attrs_.dtype, attrs_.hidden_size);
-  std::vector<std::vector<uint8_t>> blocks(layers.size() + finals.size(), std::vector<uint8_t>(T * row));
-  auto convert = [&](const float* src, std::vector<uint8_t>& dst) {
-    if (attrs_.dtype != DType::F8E4M3) return convert_from_float(src, attrs_.dtype, dst.data(), T * H);
-    for (size_t t = 0; t < T; ++t) encode_e4m3_row(src + t * H, attrs_.hidden_size, dst.data() + t * row);
-  };
-  std::vector<const void*> rows;
-  for (size_t k = 0; k < layers.size(); ++k) {
-    convert(layers[k], blocks[k]);
-    rows.push_back(blocks[k].data());
-  }
-  std::vector<const void*> final_rows;
-  for (size_t j = 0; j < finals.size(); ++j) {
-    convert(finals[j], blocks[layers.size() + j]);
-    final_rows.push_back(blocks[layers.size() + j].data());
-  }
-  write_sample_raw(index, id, input_ids, loss_mask, rows, final_rows);
-}
 
 namespace {
 
@@ -227,15 +206,15 @@ void ShardWriter::release_reservation() {
   reserve_fd_ = -1;
 }
 
-void ShardWriter::write_sample_raw(int64_t index, const std::string* id, const std::vector<int32_t>& input_ids,
-                                   const std::vector<uint8_t>& loss_mask, const std::vector<const void*>& layers,
-                                   const std::vector<const void*>& finals) {
+void ShardWriter::write_sample(int64_t index, const std::string* id, const std::vector<int32_t>& input_ids,
+                               const std::vector<uint8_t>& loss_mask, const std::vector<const void*>& layers,
+                               const std::vector<const void*>& finals) {
   const auto T = static_cast<hsize_t>(input_ids.size());
   const auto K = static_cast<hsize_t>(layers.size());
   E3_REQUIRE(loss_mask.size() == input_ids.size() && K == attrs_.layer_ids.size() && finals.size() == finals_.size(),
              ErrorKind::Internal, "sample {}: {} ids, {} mask, {} layers, {} final states (expected {})", index,
              input_ids.size(), loss_mask.size(), K, finals.size(), finals_.size());
-  const size_t row = storage_row_bytes(attrs_.dtype, attrs_.hidden_size);
+  const size_t row = codec_.row_bytes(attrs_.hidden_size);
   reserve(T * (K + finals.size()) * row + T * 5 + kSampleMetadataBytes);
   H5Id group(E3_H5(H5Gcreate2(file_.get(), sample_group_name(index).c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                    "creating group {} in {}", sample_group_name(index), temp_path_.string()),
@@ -245,64 +224,39 @@ void ShardWriter::write_sample_raw(int64_t index, const std::string* id, const s
   write_dataset(group.get(), "input_ids", H5T_STD_I32LE, H5T_NATIVE_INT32, {T}, input_ids.data());
   write_dataset(group.get(), "loss_mask", H5T_STD_U8LE, H5T_NATIVE_UINT8, {T}, loss_mask.data());
 
-  if (attrs_.dtype == DType::F8E4M3) {
-    write_fp8_states(group.get(), T, layers, finals);
-  } else {
-    write_states(group.get(), T, layers, finals);
-  }
+  write_state(group.get(), "hidden_states", {T, K}, layers);
+  for (size_t j = 0; j < finals.size(); ++j) write_state(group.get(), finals_[j].name, {T}, {finals[j]});
   record_.samples.push_back(index);
   record_.num_tokens += static_cast<int64_t>(T);
 }
 
-void ShardWriter::write_states(hid_t group, hsize_t T, const std::vector<const void*>& layers,
-                               const std::vector<const void*>& finals) {
-  const auto K = static_cast<hsize_t>(layers.size());
-  const auto H = static_cast<hsize_t>(attrs_.hidden_size);
-  // [T, K, H]: token-major, the K captures of a token side by side.
-  const size_t row = H * dtype_size(attrs_.dtype);
-  convert_buf_.resize(T * K * row);
-  // One core copies a few GB/s: spread the interleave over the writer's cores.
+void ShardWriter::write_state(hid_t group, const std::string& name, const std::vector<uint64_t>& rows,
+                              const std::vector<const void*>& blocks) {
+  const hsize_t T = rows.front();
+  const size_t K = blocks.size();
+  const int64_t H = attrs_.hidden_size;
+  const size_t row = codec_.row_bytes(H);
+  size_t offset = 0;  // of the part within a row
+  for (size_t p = 0; p < codec_.parts().size(); ++p) {
+    const StoredPart& part = codec_.parts()[p];
+    const size_t bytes = part.row_bytes(H);
+    const void* data = blocks.front();  // one block of whole rows is stored as delivered
+    if (K != 1 || bytes != row) {
+      // Gather this part of every row, token-major: the K captures of a token side by side.
+      convert_buf_.resize(T * K * bytes);
+      // One core copies a few GB/s: spread the interleave over the writer's cores.
 #pragma omp parallel for schedule(static)
-  for (hsize_t t = 0; t < T; ++t)
-    for (hsize_t k = 0; k < K; ++k)
-      std::memcpy(convert_buf_.data() + (t * K + k) * row, static_cast<const uint8_t*>(layers[k]) + t * row, row);
-  write_dataset(group, "hidden_states", storage_type_.get(), storage_type_.get(), {T, K, H}, convert_buf_.data());
-  for (size_t j = 0; j < finals.size(); ++j)
-    write_dataset(group, finals_[j].name.c_str(), storage_type_.get(), storage_type_.get(), {T, H}, finals[j]);
-}
-
-void ShardWriter::write_fp8_states(hid_t group, hsize_t T, const std::vector<const void*>& layers,
-                                   const std::vector<const void*>& finals) {
-  // Each delivered row is H codes then its scale (encode_e4m3_row): split into the codes
-  // [T, K, H] and the scales [T, K], the layout a reader indexes like bf16's.
-  const auto K = static_cast<hsize_t>(layers.size());
-  const auto H = static_cast<hsize_t>(attrs_.hidden_size);
-  const size_t row = storage_row_bytes(attrs_.dtype, attrs_.hidden_size);
-  convert_buf_.resize(T * K * H);
-  scale_buf_.resize(T * K);
-#pragma omp parallel for schedule(static)
-  for (hsize_t t = 0; t < T; ++t)
-    for (hsize_t k = 0; k < K; ++k) {
-      const uint8_t* src = static_cast<const uint8_t*>(layers[k]) + t * row;
-      std::memcpy(convert_buf_.data() + (t * K + k) * H, src, H);
-      scale_buf_[t * K + k] = e4m3_row_scale_of(src, attrs_.hidden_size);
+      for (hsize_t t = 0; t < T; ++t)
+        for (size_t k = 0; k < K; ++k)
+          std::memcpy(convert_buf_.data() + (t * K + k) * bytes, static_cast<const uint8_t*>(blocks[k]) + t * row + offset,
+                      bytes);
+      data = convert_buf_.data();
     }
-  auto codes = [&](const char* name, const std::vector<hsize_t>& dims, const void* data) {
-    const H5Id ds = write_dataset(group, name, storage_type_.get(), H5T_NATIVE_UINT8, dims, data);
-    write_attr(ds.get(), "encoding", std::string(kFp8Encoding));
-  };
-  codes("hidden_states", {T, K, H}, convert_buf_.data());
-  write_dataset(group, "hidden_states_scale", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {T, K}, scale_buf_.data());
-  convert_buf_.resize(T * H);
-  scale_buf_.resize(T);
-  for (size_t j = 0; j < finals.size(); ++j) {
-    for (hsize_t t = 0; t < T; ++t) {
-      const uint8_t* src = static_cast<const uint8_t*>(finals[j]) + t * row;
-      std::memcpy(convert_buf_.data() + t * H, src, H);
-      scale_buf_[t] = e4m3_row_scale_of(src, attrs_.hidden_size);
-    }
-    codes(finals_[j].name.c_str(), {T, H}, convert_buf_.data());
-    write_dataset(group, (finals_[j].name + "_scale").c_str(), H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {T}, scale_buf_.data());
+    const std::vector<uint64_t> dims = part.dims(rows, H);
+    const hid_t type = part_types_[p].get();
+    const H5Id ds = write_dataset(group, (name + part.suffix).c_str(), type, type, {dims.begin(), dims.end()}, data);
+    if (part.encoding) write_attr(ds.get(), "encoding", std::string(part.encoding));
+    offset += bytes;
   }
 }
 
@@ -328,7 +282,7 @@ CommittedShard ShardWriter::commit() {
 
 void ShardWriter::close() {
   E3_H5(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL), "flushing {}", temp_path_.string());
-  storage_type_.close();
+  for (H5Id& type : part_types_) type.close();
   skipped_group_.close();
   samples_group_.close();
   file_.close();

@@ -9,6 +9,7 @@
 
 #include "io/hdf5.h"
 #include "core/dtype.h"
+#include "core/storage_codec.h"
 
 namespace e3::io {
 
@@ -34,8 +35,6 @@ struct ShardAttributes : ModelAttributes {
 
 inline constexpr const char* kFormatName = "eagle3-hidden-states";
 inline constexpr int64_t kFormatVersion = 1;
-// The `encoding` attribute of the uint8 state datasets of a --dtype fp8 shard.
-inline constexpr const char* kFp8Encoding = "float8_e4m3fn";
 
 // A final-state dataset: its name and whether it is after the final norm ("post-norm") or before.
 struct FinalDataset {
@@ -81,16 +80,12 @@ class ShardWriter {
   ShardWriter(const ShardWriter&) = delete;
   ShardWriter& operator=(const ShardWriter&) = delete;
 
-  // `layers[k]` points at the sample's first row of capture k ([T, H] fp32, row stride H);
-  // `finals[j]` likewise for the j-th of final_datasets(final_mode).
+  // `layers[k]` points at the sample's first row of capture k: [T] rows in the storage dtype
+  // as the capture pipeline delivers them, each the codec's row_bytes long (fp8: codes then
+  // scale); `finals[j]` likewise for the j-th of final_datasets(final_mode).
   void write_sample(int64_t index, const std::string* id, const std::vector<int32_t>& input_ids,
-                    const std::vector<uint8_t>& loss_mask, const std::vector<const float*>& layers,
-                    const std::vector<const float*>& finals);
-  // The same with rows already in the storage dtype (as the capture pipeline delivers them),
-  // each storage_row_bytes long (fp8: codes then scale).
-  void write_sample_raw(int64_t index, const std::string* id, const std::vector<int32_t>& input_ids,
-                        const std::vector<uint8_t>& loss_mask, const std::vector<const void*>& layers,
-                        const std::vector<const void*>& finals);
+                    const std::vector<uint8_t>& loss_mask, const std::vector<const void*>& layers,
+                    const std::vector<const void*>& finals);
   // Records a sample of this shard that is left out (/skipped/<index> with its reason), so
   // that the shard itself says why the sample is missing.
   void skip_sample(const SkippedSample& skipped);
@@ -103,6 +98,7 @@ class ShardWriter {
   CommittedShard publish();
 
   int64_t shard_index() const { return shard_index_; }
+  const ShardAttributes& attributes() const { return attrs_; }
   // File-system blocks reserved ahead of HDF5's writes (0 where the file system cannot).
   uint64_t reserved_bytes() const { return reserved_end_; }
   const std::filesystem::path& temp_path() const { return temp_path_; }
@@ -114,23 +110,23 @@ class ShardWriter {
   // only once the file system is nearly full.
   void reserve(uint64_t bytes);
   void release_reservation();
-  // The state datasets of one sample, from rows in the storage dtype (write_sample_raw).
-  void write_states(hid_t group, hsize_t T, const std::vector<const void*>& layers,
-                    const std::vector<const void*>& finals);
-  void write_fp8_states(hid_t group, hsize_t T, const std::vector<const void*>& layers,
-                        const std::vector<const void*>& finals);
+  // The datasets of one state of a sample (the codec's parts), from `blocks.size()` blocks of
+  // rows in the storage dtype, stored token-major: rows [T, K] for hidden_states, [T] for a
+  // final state.
+  void write_state(hid_t group, const std::string& name, const std::vector<uint64_t>& rows,
+                   const std::vector<const void*>& blocks);
   std::filesystem::path out_dir_;
   std::filesystem::path temp_path_;
   std::filesystem::path final_path_;
   int64_t shard_index_;
   ShardAttributes attrs_;
+  const StorageCodec& codec_;  // of attrs_.dtype
   std::vector<FinalDataset> finals_;
   H5Id file_;
   H5Id samples_group_;
   H5Id skipped_group_;  // created on the first skip_sample
-  H5Id storage_type_;
-  std::vector<uint8_t> convert_buf_;
-  std::vector<float> scale_buf_;  // fp8: the scales of one sample
+  std::vector<H5Id> part_types_;     // the file type of each of the codec's parts
+  std::vector<uint8_t> convert_buf_;  // one part of one state, token-major
   CommittedShard record_;
   bool committed_ = false;
   int reserve_fd_ = -1;        // the temporary file, for fallocate

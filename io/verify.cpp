@@ -52,81 +52,25 @@ H5Id open_dataset(hid_t group, const char* name, const std::string& where) {
   return H5Id(E3_H5(H5Dopen2(group, name, H5P_DEFAULT), "{}: opening {}", where, name), H5Dclose);
 }
 
-// How the values of a dataset are stored. A float8 value is only finite or NaN; its row's
-// float32 scale must be finite and not negative.
-enum class Encoding { F32, BF16, F16, FP8, Scale };
-
-size_t element_size(Encoding e) {
-  switch (e) {
-    case Encoding::BF16:
-    case Encoding::F16: return 2;
-    case Encoding::FP8: return 1;
-    default: return 4;
-  }
-}
-
-// The first element of `p[0, n)` that `bad` flags, or -1. Blocks are first scanned without
-// a branch per element (the compiler vectorizes that), then searched only when flagged.
-template <class T, class Bad>
-int64_t first_flagged(const T* p, size_t n, Bad bad) {
-  constexpr size_t kBlock = 4096;
-  for (size_t i = 0; i < n; i += kBlock) {
-    const size_t end = std::min(n, i + kBlock);
-    bool any = false;
-    for (size_t j = i; j < end; ++j) any |= bad(p[j]);
-    if (!any) continue;
-    for (size_t j = i; j < end; ++j)
-      if (bad(p[j])) return static_cast<int64_t>(j);
-  }
-  return -1;
-}
-
-// Checks the stored bits directly: inf and NaN are the exponent-all-ones patterns.
-int64_t first_bad(const void* data, size_t n, Encoding e) {
-  switch (e) {
-    case Encoding::BF16:
-      return first_flagged(static_cast<const uint16_t*>(data), n, [](uint16_t b) { return (b & 0x7F80u) == 0x7F80u; });
-    case Encoding::F16:
-      return first_flagged(static_cast<const uint16_t*>(data), n, [](uint16_t b) { return (b & 0x7C00u) == 0x7C00u; });
-    case Encoding::FP8:
-      return first_flagged(static_cast<const uint8_t*>(data), n, [](uint8_t b) { return (b & 0x7Fu) == 0x7Fu; });
-    case Encoding::F32:
-      return first_flagged(static_cast<const uint32_t*>(data), n,
-                           [](uint32_t b) { return (b & 0x7F800000u) == 0x7F800000u; });
-    case Encoding::Scale:
-      return first_flagged(static_cast<const float*>(data), n, [](float x) {
-        return !(x >= 0.0f && x <= std::numeric_limits<float>::max());
-      });
-  }
-  return -1;
-}
-
-float decode(const void* data, size_t i, Encoding e) {
-  switch (e) {
-    case Encoding::BF16: return bf16_bits_to_float(static_cast<const uint16_t*>(data)[i]);
-    case Encoding::F16: return fp16_bits_to_float(static_cast<const uint16_t*>(data)[i]);
-    case Encoding::FP8: return fp8_e4m3fn_to_float(static_cast<const uint8_t*>(data)[i]);
-    default: return static_cast<const float*>(data)[i];
-  }
-}
-
 // One dataset whose values are checked once the file's metadata is read.
 struct ValueRegion {
   std::string where;  // "<file> sample <key>"
   std::string name;   // the dataset
-  Encoding encoding = Encoding::F32;
+  const StoredPart* part = nullptr;  // what it stores, of the run's codec
   uint64_t count = 0;
   uint64_t offset = 0;  // of its bytes in the file (contiguous storage)
 };
 
+// The values are checked on their stored bits: a float8 value is only finite or NaN, and its
+// row's float32 scale must be finite and not negative.
 void check_values(const void* data, size_t n, uint64_t first_index, const ValueRegion& r) {
-  const int64_t bad = first_bad(data, n, r.encoding);
-  if (bad < 0) return;
-  if (r.encoding == Encoding::Scale)
+  const size_t bad = r.part->first_invalid(data, n);
+  if (bad == n) return;
+  if (r.part->kind == PartKind::RowScale)
     E3_THROW(ErrorKind::Verify, "{}: {} has a negative or non-finite scale ({}) at flat index {}", r.where, r.name,
-             decode(data, static_cast<size_t>(bad), r.encoding), first_index + static_cast<uint64_t>(bad));
+             r.part->value(data, bad), first_index + bad);
   E3_THROW(ErrorKind::Verify, "{}: {} has a non-finite value ({}) at flat index {}", r.where, r.name,
-           decode(data, static_cast<size_t>(bad), r.encoding), first_index + static_cast<uint64_t>(bad));
+           r.part->value(data, bad), first_index + bad);
 }
 
 
@@ -149,9 +93,8 @@ constexpr size_t kReadChunk = 8 << 20;
 // the work, reading the bytes, hashing them and checking the values, runs in parallel.
 class ShardChecker {
  public:
-  ShardChecker(const RunFingerprint& fp, std::optional<DType> dtype, bool fp8, std::mutex& hdf5)
-      : fp_(fp), want_dtype_(dtype), fp8_(fp8), finals_(final_datasets(fp.final_mode)), K_(fp.layer_ids.size()),
-        hdf5_(hdf5) {}
+  ShardChecker(const RunFingerprint& fp, const StorageCodec& codec, std::mutex& hdf5)
+      : fp_(fp), codec_(codec), finals_(final_datasets(fp.final_mode)), K_(fp.layer_ids.size()), hdf5_(hdf5) {}
 
   void check(const ShardJob& job, ReadBuffers& buf, std::atomic<uint64_t>& bytes_done) {
     const std::string where = job.path.string();
@@ -191,7 +134,7 @@ class ShardChecker {
       metadata(job, regions, buf);
     }
     for (const ValueRegion& r : regions) {
-      const size_t esize = element_size(r.encoding);
+      const size_t esize = dtype_size(r.part->element);
       E3_VERIFY(r.offset + r.count * esize <= size, "{}: {} lies past the end of the file", r.where, r.name);
       for (uint64_t i = 0; i < r.count;) {
         const size_t n = static_cast<size_t>(std::min<uint64_t>(kReadChunk / esize, r.count - i));
@@ -274,50 +217,43 @@ class ShardChecker {
     }
   }
 
-  // A dataset of states: its shape and stored type, and where its values are.
-  void states(hid_t g, const char* name, const std::vector<hsize_t>& dims, const std::string& sw,
+  // The datasets of a state (the codec's parts): their shapes and stored types, and where their
+  // values are. `rows` is [T, K] for hidden_states, [T] for a final state.
+  void states(hid_t g, const char* state, const std::vector<uint64_t>& rows, hsize_t H, const std::string& sw,
               std::vector<ValueRegion>& regions, ReadBuffers& buf) {
-    H5Id ds = open_dataset(g, name, sw);
-    DatasetShape shape = shape_of(ds.get());
-    E3_VERIFY(shape.dims == dims, "{}: {} has shape [{}], expected [{}]", sw, name, fmt::join(shape.dims, ", "),
-              fmt::join(dims, ", "));
-    Encoding enc = Encoding::F32;
-    if (fp8_) {
-      E3_VERIFY(H5Tget_class(shape.type.get()) == H5T_INTEGER && H5Tget_size(shape.type.get()) == 1 &&
-                    read_attr_string(ds.get(), "encoding") == std::string("float8_e4m3fn"),
-                "{}: {} is not stored as fp8 (uint8 with attribute encoding = \"float8_e4m3fn\")", sw, name);
-      enc = Encoding::FP8;
-    } else {
-      E3_VERIFY(storage_dtype_of(shape.type.get()) == want_dtype_, "{}: {} is not stored as {}", sw, name, fp_.dtype);
-      enc = *want_dtype_ == DType::BF16 ? Encoding::BF16
-            : *want_dtype_ == DType::F16 ? Encoding::F16
-                                                  : Encoding::F32;
+    for (const StoredPart& part : codec_.parts()) {
+      const std::string name = state + std::string(part.suffix);
+      H5Id ds = open_dataset(g, name.c_str(), sw);
+      DatasetShape shape = shape_of(ds.get());
+      const std::vector<uint64_t> part_dims = part.dims(rows, static_cast<int64_t>(H));
+      const std::vector<hsize_t> dims(part_dims.begin(), part_dims.end());
+      if (part.kind == PartKind::RowScale) {
+        // Each row of float8 values carries its float32 scale: [T, K] for [T, K, H].
+        E3_VERIFY(shape.dims == dims && stored_as(ds.get(), shape.type.get(), part),
+                  "{}: {} must be float32 of shape [{}], it is [{}]", sw, name, fmt::join(dims, ", "),
+                  fmt::join(shape.dims, ", "));
+      } else {
+        E3_VERIFY(shape.dims == dims, "{}: {} has shape [{}], expected [{}]", sw, name, fmt::join(shape.dims, ", "),
+                  fmt::join(dims, ", "));
+        E3_VERIFY(stored_as(ds.get(), shape.type.get(), part), "{}: {} is not stored as {}{}", sw, name, fp_.dtype,
+                  part.encoding ? fmt::format(" (uint8 with attribute encoding = \"{}\")", part.encoding) : "");
+      }
+      region(ds.get(), sw, name, part, dims, regions, buf);
     }
-    region(ds.get(), sw, name, enc, dims, regions, buf);
-    if (!fp8_) return;
-    // Each row of float8 values carries its float32 scale: [T, K] for [T, K, H].
-    const std::string scale_name = std::string(name) + "_scale";
-    H5Id scale = open_dataset(g, scale_name.c_str(), sw);
-    DatasetShape scale_shape = shape_of(scale.get());
-    const std::vector<hsize_t> rows(dims.begin(), dims.end() - 1);
-    E3_VERIFY(scale_shape.dims == rows && storage_dtype_of(scale_shape.type.get()) == DType::F32,
-              "{}: {} must be float32 of shape [{}], it is [{}]", sw, scale_name, fmt::join(rows, ", "),
-              fmt::join(scale_shape.dims, ", "));
-    region(scale.get(), sw, scale_name, Encoding::Scale, rows, regions, buf);
   }
 
-  void region(hid_t ds, const std::string& sw, const std::string& name, Encoding enc, const std::vector<hsize_t>& dims,
-              std::vector<ValueRegion>& regions, ReadBuffers& buf) {
+  void region(hid_t ds, const std::string& sw, const std::string& name, const StoredPart& part,
+              const std::vector<hsize_t>& dims, std::vector<ValueRegion>& regions, ReadBuffers& buf) {
     uint64_t count = 1;
     for (hsize_t d : dims) count *= d;
-    ValueRegion r{sw, name, enc, count, 0};
+    ValueRegion r{sw, name, &part, count, 0};
     if (const auto offset = contiguous_offset(ds)) {
       r.offset = *offset;
       regions.push_back(std::move(r));
       return;
     }
     // Not laid out in one piece (not how the writer stores it): HDF5 reads the stored bits.
-    std::vector<unsigned char> data(count * element_size(enc));
+    std::vector<unsigned char> data(count * dtype_size(part.element));
     read_stored(ds, data.data(), sw + " " + name);
     check_values(data.data(), count, 0, r);
     (void)buf;
@@ -337,20 +273,19 @@ class ShardChecker {
     DatasetShape mask_shape = shape_of(mask.get());
     E3_VERIFY(mask_shape.dims == std::vector<hsize_t>{T} && H5Tget_class(mask_shape.type.get()) == H5T_INTEGER,
               "{}: loss_mask must be [{}] integers", sw, T);
-    states(g, "hidden_states", {T, K, H}, sw, regions, buf);
+    states(g, "hidden_states", {T, K}, H, sw, regions, buf);
     for (const char* name : {"last_hidden_state", "last_hidden_state_prenorm"}) {
       const bool present = H5Lexists(g, name, H5P_DEFAULT) > 0;
       const bool wanted = std::any_of(finals_.begin(), finals_.end(), [&](const FinalDataset& d) { return d.name == name; });
       E3_VERIFY(present == wanted, "{}: {} is {} but --final is {}", sw, name, present ? "present" : "absent",
                 fp_.final_mode);
-      if (present) states(g, name, {T, H}, sw, regions, buf);
+      if (present) states(g, name, {T}, H, sw, regions, buf);
     }
     return static_cast<int64_t>(T);
   }
 
   const RunFingerprint fp_;
-  const std::optional<DType> want_dtype_;
-  const bool fp8_;
+  const StorageCodec& codec_;
   const std::vector<FinalDataset> finals_;
   const hsize_t K_;
   std::mutex& hdf5_;
@@ -361,12 +296,8 @@ class ShardChecker {
 class Verifier {
  public:
   Verifier(std::filesystem::path dir, const Manifest& first, const VerifyOptions& options)
-      : dir_(std::move(dir)), fp_(first.fingerprint), options_(options) {
-    if (fp_.dtype == "bf16") want_dtype_ = DType::BF16;
-    if (fp_.dtype == "fp16") want_dtype_ = DType::F16;
-    if (fp_.dtype == "fp32") want_dtype_ = DType::F32;
-    fp8_ = fp_.dtype == "fp8";
-    E3_VERIFY(want_dtype_.has_value() || fp8_, "{}: unknown dtype '{}'", kManifestName, fp_.dtype);
+      : dir_(std::move(dir)), fp_(first.fingerprint), options_(options), codec_(storage_codec_named(fp_.dtype)) {
+    E3_VERIFY(codec_ != nullptr, "{}: unknown dtype '{}'", kManifestName, fp_.dtype);
     E3_VERIFY(fp_.final_mode == "post-norm" || fp_.final_mode == "pre-norm" || fp_.final_mode == "both" ||
                   fp_.final_mode == "none",
               "{}: unknown final mode '{}'", kManifestName, fp_.final_mode);
@@ -472,7 +403,7 @@ class Verifier {
     const size_t threads =
         std::max<size_t>(1, std::min(options_.threads > 0 ? static_cast<size_t>(options_.threads) : cores, jobs_.size()));
     std::mutex own_hdf5_lock;
-    ShardChecker checker(fp_, want_dtype_, fp8_, options_.hdf5_lock ? *options_.hdf5_lock : own_hdf5_lock);
+    ShardChecker checker(fp_, *codec_, options_.hdf5_lock ? *options_.hdf5_lock : own_hdf5_lock);
     std::vector<std::optional<Error>> problems(jobs_.size());
     std::atomic<size_t> next{0};
     std::atomic<int64_t> done{0};
@@ -535,8 +466,7 @@ class Verifier {
   std::filesystem::path dir_;
   RunFingerprint fp_;
   VerifyOptions options_;
-  std::optional<DType> want_dtype_;
-  bool fp8_ = false;
+  const StorageCodec* codec_;  // of the manifest's dtype
   VerifyReport report_{};
   bool all_complete_ = true;
   std::map<int, bool> part_complete_;  // part index -> its manifest says complete

@@ -11,6 +11,7 @@
 #include "jobs/backend_select.h"
 #include "jobs/step_writer.h"
 #include "core/error.h"
+#include "core/storage_codec.h"
 #include "model/model.h"
 #include "parallel/agreement.h"
 
@@ -259,7 +260,7 @@ int run_bench(const BenchOptions& o, const parallel::Grid& grid) {
       line["e2e_vs_compute"] = std::round(secs / e2e_secs * 1000) / 1000;
       line["e2e_written_gb_per_s"] =
           std::round(static_cast<double>(tokens) * static_cast<double>(capture_ids.size() + 1) *
-                     static_cast<double>(storage_row_bytes(o.dtype, cfg.hidden_size)) /
+                     static_cast<double>(storage_codec(o.dtype).row_bytes(cfg.hidden_size)) /
                      e2e_secs / 1e7) / 100;
     }
     std::printf("%s\n", line.dump().c_str());

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -20,7 +19,6 @@
 #include <spdlog/spdlog.h>
 
 #include "io/file_io.h"
-#include "io/hdf5.h"
 #include "io/manifest.h"
 #include "io/safetensors_write.h"
 #include "io/shard_reader.h"
@@ -31,7 +29,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/json_read.h"
-#include "core/e4m3.h"
+#include "core/storage_codec.h"
 
 namespace e3::jobs {
 
@@ -120,8 +118,8 @@ void check_conventions(ExportFormat f, const Source& s, const fs::path& src) {
     spdlog::warn("export: {} captured ids [{}], not the EAGLE-3 default [{}] of a {}-layer model that {} assumes: "
                  "tell the trainer these layers (docs/TRAINERS.md shows where)",
                  src.string(), fmt::join(d.layer_ids, ", "), fmt::join(preset, ", "), L, name_of(f));
-  E3_REQUIRE(d.dtype == "bf16" || d.dtype == "fp16" || d.dtype == "fp32" || d.dtype == "fp8", ErrorKind::Verify,
-             "{}: unknown dtype '{}'", src.string(), d.dtype);
+  E3_REQUIRE(storage_codec_named(d.dtype) != nullptr, ErrorKind::Verify, "{}: unknown dtype '{}'", src.string(),
+             d.dtype);
 }
 
 void write_json_file(const fs::path& path, const nlohmann::json& j) {
@@ -140,19 +138,12 @@ fs::path rows_fragment(const fs::path& dest, int64_t shard_index) {
 
 // ---- one sample
 
-// A float8 e4m3fn code's value before its row's scale.
-std::array<float, 256> e4m3_table() {
-  std::array<float, 256> t{};
-  for (int b = 0; b < 256; ++b) t[static_cast<size_t>(b)] = e4m3fn_to_float(static_cast<uint8_t>(b));
-  return t;
-}
-
 // Reads one sample's datasets and lays out what the format writes. Its buffers grow to the
 // largest sample seen and are reused: memory is bounded by one sample per thread.
 class SampleExporter {
  public:
   SampleExporter(const ExportOptions& o, const io::ShardDescription& d, const std::vector<int64_t>& stored)
-      : o_(o), d_(d), stored_(stored), final_(final_needed(o.format, d.final_mode).dataset), table_(e4m3_table()) {}
+      : o_(o), d_(d), stored_(stored), final_(final_needed(o.format, d.final_mode).dataset) {}
 
   // Returns the bytes written.
   uint64_t write(int fd, const io::StoredSample& s, const std::string& where, std::string* rows_jsonl) {
@@ -233,55 +224,43 @@ class SampleExporter {
     raw_.resize(d.bytes);
     io::read_stored_bytes(fd, d, raw_.data(), sw);
     out.resize(d.dims[0]);
-    if (d.element == io::StoredElement::I32) {
+    if (d.element == DType::I32) {
       for (size_t i = 0; i < out.size(); ++i) {
         int32_t v;
         std::memcpy(&v, raw_.data() + 4 * i, 4);
         out[i] = v;
       }
     } else {
-      E3_REQUIRE(d.element == io::StoredElement::U8, ErrorKind::Verify, "{}: {} is not int32 or uint8", sw, d.name);
+      E3_REQUIRE(d.element == DType::U8, ErrorKind::Verify, "{}: {} is not int32 or uint8", sw, d.name);
       for (size_t i = 0; i < out.size(); ++i) out[i] = raw_[i];
     }
   }
 
   // The stored states as bf16 bits, rounded to nearest even from fp16/fp32/fp8 (fp8: the code's
-  // value times its row's scale, in float32, as the README defines it).
+  // value times its row's scale, in float32, as the README defines it), decoded by the codec of
+  // the type `d` is stored in.
   void to_bf16(int fd, const io::StoredSample& s, const io::StoredDataset& d, uint16_t* dst, const std::string& sw) {
-    const size_t n = d.bytes / io::stored_element_bytes(d.element);
-    if (d.element == io::StoredElement::BF16) {
-      io::read_stored_bytes(fd, d, dst, sw);  // straight into place
+    const StorageCodec* codec = d.element == DType::I32 || d.element == DType::U8 ? nullptr : &storage_codec(d.element);
+    E3_REQUIRE(codec != nullptr, ErrorKind::Verify, "{}: {} is not stored as states", sw, d.name);
+    const std::vector<StoredPart>& parts = codec->parts();
+    const std::vector<uint64_t> rows(d.dims.begin(), d.dims.end() - 1);
+    const int64_t H = static_cast<int64_t>(d.dims.back());
+    size_t count = 1;
+    for (uint64_t r : rows) count *= r;
+    if (parts.size() == 1 && parts.front().element == DType::BF16) {
+      io::read_stored_bytes(fd, d, dst, sw);  // the stored bits are the answer: straight into place
       return;
     }
-    raw_.resize(d.bytes);
-    io::read_stored_bytes(fd, d, raw_.data(), sw);
-    switch (d.element) {
-      case io::StoredElement::F32:
-        for (size_t i = 0; i < n; ++i) {
-          float v;
-          std::memcpy(&v, raw_.data() + 4 * i, 4);
-          dst[i] = float_to_bf16(v);
-        }
-        return;
-      case io::StoredElement::F16:
-        for (size_t i = 0; i < n; ++i) {
-          uint16_t h;
-          std::memcpy(&h, raw_.data() + 2 * i, 2);
-          dst[i] = float_to_bf16(io::fp16_bits_to_float(h));
-        }
-        return;
-      case io::StoredElement::FP8: {
-        const io::StoredDataset& scale = need(s, d.name + "_scale", {d.dims.begin(), d.dims.end() - 1}, sw);
-        scales_.resize(scale.bytes / 4);
-        io::read_stored_bytes(fd, scale, scales_.data(), sw);
-        const size_t H = d.dims.back();
-        for (size_t r = 0; r < scales_.size(); ++r)
-          for (size_t h = 0; h < H; ++h)
-            dst[r * H + h] = float_to_bf16(table_[raw_[r * H + h]] * scales_[r]);
-        return;
-      }
-      default: E3_THROW(ErrorKind::Verify, "{}: {} is not stored as states", sw, d.name);
+    part_bufs_.resize(parts.size());
+    std::vector<const void*> part_data;
+    for (size_t p = 0; p < parts.size(); ++p) {
+      const io::StoredDataset& part = p == 0 ? d : need(s, d.name + parts[p].suffix, parts[p].dims(rows, H), sw);
+      E3_REQUIRE(part.element == parts[p].element, ErrorKind::Verify, "{}: {} is not stored as states", sw, part.name);
+      part_bufs_[p].resize(part.bytes);
+      io::read_stored_bytes(fd, part, part_bufs_[p].data(), sw);
+      part_data.push_back(part_bufs_[p].data());
     }
+    codec->decode_bf16(codec->split(part_data, count, H), H, dst);
   }
 
   void append_row(std::string& out, int64_t T) const {
@@ -296,9 +275,8 @@ class SampleExporter {
   const io::ShardDescription& d_;
   const std::vector<int64_t>& stored_;
   const std::string final_;  // the dataset of the final state this format trains on
-  const std::array<float, 256> table_;
   std::vector<uint8_t> raw_;
-  std::vector<float> scales_;
+  std::vector<std::vector<uint8_t>> part_bufs_;  // one state's parts, as stored
   std::vector<int64_t> ids_, mask_;
   std::vector<uint16_t> states_, final_rows_, spec_;
   uint64_t bytes_read_ = 0;

@@ -7,6 +7,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/storage_codec.h"
 #include "model/model.h"
 
 namespace e3::jobs {
@@ -70,7 +71,7 @@ std::string model_info(const InfoOptions& o) {
     const auto rows = static_cast<double>(model::default_capture_ids(c).size() + 1);
     auto per_token = [&](DType t) {
       return fmt::format("{} {:.1f} KiB", dtype_name(t),
-                         rows * static_cast<double>(storage_row_bytes(t, c.hidden_size)) / 1024.0);
+                         rows * static_cast<double>(storage_codec(t).row_bytes(c.hidden_size)) / 1024.0);
     };
     line(fmt::format("output per token {}, {}, {} (default layers and the final state)",
                      per_token(DType::BF16), per_token(DType::F8E4M3),

@@ -4,6 +4,7 @@
 
 #include "jobs/output_dir.h"
 #include "core/error.h"
+#include "core/storage_codec.h"
 
 namespace e3::jobs {
 
@@ -16,7 +17,7 @@ std::vector<const ShardPlan*> WorkPlan::pending_for(int dp_group) const {
 
 int64_t state_bytes_per_token(size_t capture_ids, size_t final_states, int64_t hidden_size, DType dtype) {
   return static_cast<int64_t>(capture_ids + final_states) *
-         static_cast<int64_t>(storage_row_bytes(dtype, hidden_size));
+         static_cast<int64_t>(storage_codec(dtype).row_bytes(hidden_size));
 }
 
 std::vector<std::pair<int64_t, int64_t>> shard_ranges(const io::Dataset& data, const ShardLimits& limits) {

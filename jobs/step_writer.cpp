@@ -8,7 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
-#include "core/e4m3.h"
+#include "core/storage_codec.h"
 
 namespace e3::jobs {
 
@@ -85,7 +85,7 @@ void ShardCommitter::commit_through(size_t upto) {
 }
 
 void ShardCommitter::write(const std::vector<StepSample>& samples, const model::StagedCapture& capture, int slot) {
-  const size_t row = storage_row_bytes(capture.storage(), capture.hidden_size());
+  const size_t row = capture.codec().row_bytes(capture.hidden_size());
   std::vector<const void*> rows(capture.num_ids());
   const std::vector<const void*> finals = capture.final_states(slot);  // the step's blocks
   std::vector<const void*> final_rows(finals.size());                   // this sample's rows in them
@@ -108,7 +108,7 @@ void ShardCommitter::write(const std::vector<StepSample>& samples, const model::
       spdlog::warn("{}: left out (--on-nonfinite skip)", what);
       writer_->skip_sample({r.index, r.line, *reason});
     } else {
-      writer_->write_sample_raw(r.index, r.has_id ? &r.id : nullptr, ss.ids, ss.mask, rows, final_rows);
+      writer_->write_sample(r.index, r.has_id ? &r.id : nullptr, ss.ids, ss.mask, rows, final_rows);
     }
     if (++written_[pos] == ss.shard->samples_to_write) commit_through(pos + 1);
   }
@@ -117,29 +117,15 @@ void ShardCommitter::write(const std::vector<StepSample>& samples, const model::
 std::optional<std::string> ShardCommitter::nonfinite_reason(const std::vector<const void*>& rows,
                                                             const std::vector<const void*>& final_rows,
                                                             int64_t tokens) const {
-  const size_t H = static_cast<size_t>(attrs_.hidden_size), n = static_cast<size_t>(tokens) * H;
+  const StorageCodec& codec = storage_codec(attrs_.dtype);
   auto describe = [&](const void* block, const std::string& what) -> std::optional<std::string> {
-    if (attrs_.dtype == DType::F8E4M3) {
-      // encode_e4m3_row gave a row holding NaN or infinity a non-finite scale and the column.
-      const size_t row = storage_row_bytes(attrs_.dtype, attrs_.hidden_size);
-      for (int64_t t = 0; t < tokens; ++t) {
-        const auto* r = static_cast<const uint8_t*>(block) + static_cast<size_t>(t) * row;
-        const float scale = e4m3_row_scale_of(r, attrs_.hidden_size);
-        if (std::isfinite(scale)) continue;
-        return fmt::format("{} in {} at token {} of {}, column {}", std::isnan(scale) ? "NaN" : "infinity", what, t,
-                           tokens, e4m3_row_bad_column(r, attrs_.hidden_size));
-      }
-      return std::nullopt;
-    }
-    const size_t i = first_nonfinite(block, attrs_.dtype, n);
-    if (i == n) return std::nullopt;
-    float v = 0;
-    convert_to_float(static_cast<const char*>(block) + i * dtype_size(attrs_.dtype), attrs_.dtype,
-                              &v, 1);
-    return fmt::format("{} in {} at token {} of {}, column {}{}", std::isnan(v) ? "NaN" : "infinity", what, i / H,
-                       tokens, i % H,
-                       attrs_.dtype == DType::F16 && !std::isnan(v) ? " (beyond fp16's range? try --dtype bf16)"
-                                                                            : "");
+    const auto bad = codec.first_nonfinite(codec.staged(block, static_cast<size_t>(tokens), attrs_.hidden_size),
+                                           attrs_.hidden_size);
+    if (!bad) return std::nullopt;
+    return fmt::format("{} in {} at token {} of {}, column {}{}", std::isnan(bad->value) ? "NaN" : "infinity", what,
+                       bad->row, tokens, bad->column,
+                       codec.dtype() == DType::F16 && !std::isnan(bad->value) ? " (beyond fp16's range? try --dtype bf16)"
+                                                                              : "");
   };
   for (size_t k = 0; k < rows.size(); ++k)
     if (auto r = describe(rows[k], fmt::format("capture id {}", attrs_.layer_ids[k]))) return r;
@@ -157,24 +143,18 @@ void ShardCommitter::finish(bool all_written) {
 }
 
 std::string capture_stats(const model::StagedCapture& capture, int slot, int64_t tokens) {
-  const size_t n = static_cast<size_t>(tokens * capture.hidden_size());
-  std::vector<float> chunk(4096);
-  const bool fp8 = capture.storage() == DType::F8E4M3;
+  const StorageCodec& codec = capture.codec();
   const int64_t H = capture.hidden_size();
-  if (fp8) chunk.resize(static_cast<size_t>(H));  // fp8 decodes a row at a time (its scale)
+  const size_t rows_at_once = std::max<size_t>(1, 4096 / static_cast<size_t>(H));
+  std::vector<float> chunk(rows_at_once * static_cast<size_t>(H));
   auto describe = [&](const void* rows) {
     double sum_sq = 0;
     float lo = std::numeric_limits<float>::infinity(), hi = -lo;
-    const size_t e = dtype_size(capture.storage()), row = storage_row_bytes(capture.storage(), H);
-    for (size_t begin = 0; begin < n; begin += chunk.size()) {
-      const size_t m = std::min(chunk.size(), n - begin);
-      if (fp8) {
-        decode_e4m3_row(static_cast<const uint8_t*>(rows) + begin / static_cast<size_t>(H) * row, H,
-                                 chunk.data());
-      } else {
-        convert_to_float(static_cast<const char*>(rows) + begin * e, capture.storage(), chunk.data(), m);
-      }
-      for (size_t i = 0; i < m; ++i) {
+    const size_t row = codec.row_bytes(H), n = static_cast<size_t>(tokens * H);
+    for (size_t begin = 0; begin < static_cast<size_t>(tokens); begin += rows_at_once) {
+      const size_t count = std::min(rows_at_once, static_cast<size_t>(tokens) - begin);
+      codec.decode(codec.staged(static_cast<const char*>(rows) + begin * row, count, H), H, chunk.data());
+      for (size_t i = 0; i < count * static_cast<size_t>(H); ++i) {
         sum_sq += static_cast<double>(chunk[i]) * chunk[i];
         lo = std::min(lo, chunk[i]);
         hi = std::max(hi, chunk[i]);

@@ -81,58 +81,6 @@ void CaptureAudit::check(int rank) const {
   }
 }
 
-HostCapture::HostCapture(kernels::Backend& backend, std::vector<int> ids, FinalMode final, int64_t hidden_size,
-                         int64_t max_tokens)
-    : backend_(backend),
-      ids_(std::move(ids)),
-      distinct_(distinct_ids(ids_)),
-      final_(final),
-      hidden_(hidden_size),
-      max_tokens_(max_tokens),
-      audit_(distinct_, final, hidden_size) {
-  slots_.resize(distinct_.size());
-  for (auto& s : slots_) s.resize(static_cast<size_t>(max_tokens_ * hidden_));
-  finals_ = stored_finals(final_);
-  final_bufs_.resize(finals_.size());
-  for (auto& b : final_bufs_) b.resize(static_cast<size_t>(max_tokens_ * hidden_));
-}
-
-int HostCapture::slot_of(int id) const {
-  auto it = std::find(distinct_.begin(), distinct_.end(), id);
-  return it == distinct_.end() ? -1 : static_cast<int>(it - distinct_.begin());
-}
-
-bool HostCapture::wants(int id) const { return slot_of(id) >= 0; }
-
-void HostCapture::begin_step(int64_t tokens) {
-  E3_REQUIRE(tokens > 0 && tokens <= max_tokens_, ErrorKind::Internal, "a step of {} tokens exceeds the capture buffer of {}",
-             tokens, max_tokens_);
-  audit_.begin_step(tokens);
-}
-
-void HostCapture::capture(int id, kernels::Tensor state) {
-  audit_.record(id, state.rows, state.cols);
-  const int slot = slot_of(id);
-  if (slot < 0 || state.rows > max_tokens_ || state.cols != hidden_) return;  // the audit reports it
-  backend_.download_float(state, slots_[static_cast<size_t>(slot)].data());
-}
-
-void HostCapture::capture_final(FinalNorm which, kernels::Tensor state) {
-  audit_.record(CaptureAudit::final_id(which), state.rows, state.cols);
-  const auto it = std::find(finals_.begin(), finals_.end(), which);
-  if (it == finals_.end() || state.rows > max_tokens_ || state.cols != hidden_) return;  // the audit reports it
-  backend_.download_float(state, final_bufs_[static_cast<size_t>(it - finals_.begin())].data());
-}
-
-const float* HostCapture::final_state(FinalNorm which) const {
-  const auto it = std::find(finals_.begin(), finals_.end(), which);
-  return it == finals_.end() ? nullptr : final_bufs_[static_cast<size_t>(it - finals_.begin())].data();
-}
-
-const float* HostCapture::layer(size_t k) const {
-  return slots_[static_cast<size_t>(slot_of(ids_.at(k)))].data();
-}
-
 StagedCapture::StagedCapture(kernels::Backend& backend, std::vector<int> ids, FinalMode final, DType storage,
                              int64_t hidden_size, int64_t max_tokens, int slots)
     : backend_(backend),
@@ -140,7 +88,7 @@ StagedCapture::StagedCapture(kernels::Backend& backend, std::vector<int> ids, Fi
       distinct_(distinct_ids(ids_)),
       final_(final),
       finals_(stored_finals(final)),
-      storage_(storage),
+      codec_(storage_codec(storage)),
       hidden_(hidden_size),
       max_tokens_(max_tokens),
       slots_(slots),
@@ -152,20 +100,22 @@ StagedCapture::StagedCapture(kernels::Backend& backend, std::vector<int> ids, Fi
 }
 
 size_t StagedCapture::region_bytes() const {
-  return static_cast<size_t>(max_tokens_) * storage_row_bytes(storage_, hidden_);
+  return static_cast<size_t>(max_tokens_) * codec_.row_bytes(hidden_);
 }
 
 void StagedCapture::stage(kernels::Tensor state, int region) {
   const size_t offset = (static_cast<size_t>(slot_) * static_cast<size_t>(regions_) + static_cast<size_t>(region)) *
                         region_bytes();
-  if (storage_ == DType::F8E4M3) {
-    // Encoded from the captured values themselves, so that a NaN or infinity among them
-    // reaches the writer's check (encode_e4m3_row marks such a row) before anything is stored.
-    backend_.encode_e4m3_rows(
-        state, device_.view(DType::U8, state.rows,
-                            static_cast<int64_t>(storage_row_bytes(storage_, hidden_)), offset));
-  } else {
-    backend_.copy(state, device_.view(storage_, state.rows, state.cols, offset));
+  switch (codec_.device_encode()) {
+    case DeviceEncode::E4m3Rows:
+      // Encoded from the captured values themselves, so that a NaN or infinity among them
+      // reaches the writer's check (encode_e4m3_row marks such a row) before anything is stored.
+      backend_.encode_e4m3_rows(
+          state, device_.view(DType::U8, state.rows, static_cast<int64_t>(codec_.row_bytes(hidden_)), offset));
+      return;
+    case DeviceEncode::Convert:
+      backend_.copy(state, device_.view(codec_.dtype(), state.rows, state.cols, offset));
+      return;
   }
 }
 
@@ -204,7 +154,7 @@ void StagedCapture::capture_final(FinalNorm which, kernels::Tensor state) {
 }
 
 uint64_t StagedCapture::finish_step() {
-  const size_t used = static_cast<size_t>(tokens_) * storage_row_bytes(storage_, hidden_);
+  const size_t used = static_cast<size_t>(tokens_) * codec_.row_bytes(hidden_);
   uint64_t ticket = 0;
   for (int r = 0; r < regions_; ++r) {
     const size_t offset = (static_cast<size_t>(slot_) * static_cast<size_t>(regions_) + static_cast<size_t>(r)) * region_bytes();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/named_enum.h"
+#include "core/storage_codec.h"
 #include "kernels/backend.h"
 
 namespace e3::model {
@@ -70,43 +71,6 @@ class CaptureAudit {
   int64_t tokens_ = 0;
 };
 
-// Keeps the captured states of one step in host memory as fp32 [tokens, H] per requested id.
-class HostCapture final : public CaptureSink {
- public:
-  HostCapture(kernels::Backend& backend, std::vector<int> ids, FinalMode final, int64_t hidden_size,
-              int64_t max_tokens);
-
-  bool wants(int id) const override;
-  FinalMode final_mode() const override { return final_; }
-  void capture(int id, kernels::Tensor state) override;
-  void capture_final(FinalNorm which, kernels::Tensor state) override;
-
-  void begin_step(int64_t tokens);
-  void audit(int rank) const { audit_.check(rank); }
-
-  // The state of the k-th requested id (in request order, duplicates allowed): [tokens, H].
-  const float* layer(size_t k) const;
-  // [tokens, H], or null when `which` is not stored.
-  const float* final_state(FinalNorm which) const;
-  size_t num_ids() const { return ids_.size(); }
-  int64_t hidden_size() const { return hidden_; }
-  // Test hook: the audit as seen by the forward pass.
-  CaptureAudit& audit_state() { return audit_; }
-
- private:
-  int slot_of(int id) const;
-  kernels::Backend& backend_;
-  std::vector<int> ids_;       // as requested
-  std::vector<int> distinct_;  // each id once
-  FinalMode final_;
-  int64_t hidden_;
-  int64_t max_tokens_;
-  std::vector<std::vector<float>> slots_;  // per distinct id
-  std::vector<FinalNorm> finals_;
-  std::vector<std::vector<float>> final_bufs_;  // per stored final state, in finals_ order
-  CaptureAudit audit_;
-};
-
 // Captures into device staging buffers, converted to the storage dtype, then copies them out
 // asynchronously: a step's states reach (pinned) host memory while the next step computes.
 // `slots` steps can be in flight; the caller keeps a slot's host rows until it is done.
@@ -126,13 +90,14 @@ class StagedCapture final : public CaptureSink {
   uint64_t finish_step();
 
   // Host rows of the k-th requested id in `slot`: [tokens, H] in the storage dtype, each row
-  // storage_row_bytes(storage, H) long (fp8: codes then scale, kernels/quant.h).
+  // codec().row_bytes(H) long (fp8: codes then scale, core/e4m3.h).
   const void* layer(int slot, size_t k) const;
   // The final states stored, in dataset order (stored_finals), same row layout as layer().
   std::vector<const void*> final_states(int slot) const;
   size_t num_ids() const { return ids_.size(); }
   int id(size_t k) const { return ids_[k]; }
-  DType storage() const { return storage_; }
+  DType storage() const { return codec_.dtype(); }
+  const StorageCodec& codec() const { return codec_; }
   int64_t hidden_size() const { return hidden_; }
   int slots() const { return slots_; }
 
@@ -145,7 +110,7 @@ class StagedCapture final : public CaptureSink {
   std::vector<int> ids_, distinct_;
   FinalMode final_;
   std::vector<FinalNorm> finals_;
-  DType storage_;
+  const StorageCodec& codec_;
   int64_t hidden_, max_tokens_;
   int slots_, regions_;
   int slot_ = 0;

@@ -8,6 +8,7 @@
 #include "io/dataset.h"
 #include "model/model.h"
 #include "parallel/mpi_env.h"
+#include "support/host_capture.h"
 #include "support/test_support.h"
 
 namespace e3 {
@@ -37,7 +38,7 @@ Captured run_model(const std::string& case_name, MPI_Comm tp_comm, model::FinalM
   auto m = model::load_model(cfg, ckpt, *backend, *comm, opt);
   std::vector<int> all;
   for (int i = 0; i < cfg.num_hidden_layers; ++i) all.push_back(i);
-  model::HostCapture cap(*backend, all, final, cfg.hidden_size, batch.num_tokens());
+  test::HostCapture cap(*backend, all, final, cfg.hidden_size, batch.num_tokens());
   cap.begin_step(batch.num_tokens());
   m->forward(batch, &cap);  // every TP rank captures here, to compare them
   cap.audit(comm->rank());

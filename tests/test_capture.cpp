@@ -9,6 +9,7 @@
 #include "kernels/backend.h"
 #include "core/error.h"
 #include "model/capture.h"
+#include "support/host_capture.h"
 #include "support/test_support.h"
 
 namespace {
@@ -19,7 +20,7 @@ using e3::kernels::Tensor;
 using e3::model::CaptureAudit;
 using e3::model::FinalMode;
 using e3::model::FinalNorm;
-using e3::model::HostCapture;
+using e3::test::HostCapture;
 
 // Runs `f`, expects an e3::Error of `kind`, and returns its message.
 template <typename F>

@@ -18,6 +18,7 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "model/safetensors.h"
+#include "support/host_capture.h"
 #include "support/test_support.h"
 
 namespace {
@@ -236,7 +237,7 @@ void build_and_step(const ModelConfig& c, const TensorNames& names) {
   batch.add_sequence(second.data(), static_cast<int64_t>(second.size()));
   const int64_t M = batch.num_tokens(), H = c.hidden_size;
   const std::vector<int> ids = {0, 1, 2};
-  e3::model::HostCapture capture(*backend, ids, e3::model::FinalMode::Both, H, kMaxTokens);
+  e3::test::HostCapture capture(*backend, ids, e3::model::FinalMode::Both, H, kMaxTokens);
   capture.begin_step(M);
   model->forward(batch, &capture);
   capture.audit(0);  // each id and final state captured once, [tokens, hidden_size]

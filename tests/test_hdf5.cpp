@@ -14,6 +14,8 @@
 #include "core/dtype.h"
 #include "core/e4m3.h"
 #include "core/error.h"
+#include "core/storage_codec.h"
+#include "support/shard_samples.h"
 #include "support/test_support.h"
 
 namespace {
@@ -73,8 +75,8 @@ Sample make_sample(int64_t index, const std::string& id, int64_t T, uint64_t see
 void write(ShardWriter& w, const Sample& s, bool with_final = true) {
   std::vector<const float*> layers;
   for (const auto& l : s.layers) layers.push_back(l.data());
-  w.write_sample(s.index, s.id.empty() ? nullptr : &s.id, s.input_ids, s.loss_mask, layers,
-                 with_final ? std::vector<const float*>{s.final_rows.data()} : std::vector<const float*>{});
+  e3::test::write_float_sample(w, s.index, s.id.empty() ? nullptr : &s.id, s.input_ids, s.loss_mask, layers,
+                               with_final ? std::vector<const float*>{s.final_rows.data()} : std::vector<const float*>{});
 }
 
 // What a reader must get back: the input rounded to the storage dtype.
@@ -392,8 +394,8 @@ TEST(Hdf5StorageType, Fp8IsUint8) {
   H5Id type = e3::io::file_type_for(DType::F8E4M3);
   EXPECT_EQ(e3::io::storage_dtype_of(type.get()), DType::F8E4M3);
   EXPECT_EQ(H5Tget_size(type.get()), 1u);
-  EXPECT_EQ(e3::storage_row_bytes(DType::F8E4M3, 4096), 4100u);
-  EXPECT_EQ(e3::storage_row_bytes(DType::BF16, 4096), 8192u);
+  EXPECT_EQ(e3::storage_codec(DType::F8E4M3).row_bytes(4096), 4100u);
+  EXPECT_EQ(e3::storage_codec(DType::BF16).row_bytes(4096), 8192u);
 }
 
 }  // namespace

@@ -25,6 +25,9 @@
 #include "io/shard_writer.h"
 #include "io/verify.h"
 #include "core/error.h"
+#include "core/dtype.h"
+#include "core/e4m3.h"
+#include "support/shard_samples.h"
 #include "support/test_support.h"
 
 namespace {
@@ -374,7 +377,7 @@ CommittedShard write_shard(const fs::path& dir, const RunFingerprint& fp, int64_
     std::vector<const float*> finals{final_rows.data(), prenorm_rows.data()};
     finals.resize(e3::io::final_datasets(fp.final_mode).size());
     const std::string id = fmt::format("s{}", s);
-    w.write_sample(s, &id, ids, mask, ptrs, finals);
+    e3::test::write_float_sample(w, s, &id, ids, mask, ptrs, finals);
   }
   return w.commit();
 }
@@ -706,23 +709,23 @@ TEST_F(VerifyOutput, ASampleSkippedForNonFiniteStatesIsAccountedFor) {
 // ---------------------------------------------------------------- reading at the storage's speed
 
 TEST(StoredBits, DecodeBf16Fp16AndFp8) {
-  EXPECT_EQ(e3::io::bf16_bits_to_float(0x3F80), 1.0f);
-  EXPECT_EQ(e3::io::bf16_bits_to_float(0xC040), -3.0f);
-  EXPECT_TRUE(std::isinf(e3::io::bf16_bits_to_float(0x7F80)));
-  EXPECT_EQ(e3::io::fp16_bits_to_float(0x3C00), 1.0f);
-  EXPECT_EQ(e3::io::fp16_bits_to_float(0x7BFF), 65504.0f);
-  EXPECT_EQ(e3::io::fp16_bits_to_float(0x0001), std::ldexp(1.0f, -24));
-  EXPECT_EQ(e3::io::fp16_bits_to_float(0x8400), -std::ldexp(1.0f, -14));
-  EXPECT_TRUE(std::isinf(e3::io::fp16_bits_to_float(0xFC00)));
-  EXPECT_TRUE(std::isnan(e3::io::fp16_bits_to_float(0x7E00)));
-  EXPECT_EQ(e3::io::fp8_e4m3fn_to_float(0x38), 1.0f);
-  EXPECT_EQ(e3::io::fp8_e4m3fn_to_float(0x7E), 448.0f);
-  EXPECT_EQ(e3::io::fp8_e4m3fn_to_float(0xFE), -448.0f);
-  EXPECT_EQ(e3::io::fp8_e4m3fn_to_float(0x01), std::ldexp(1.0f, -9));
-  EXPECT_EQ(e3::io::fp8_e4m3fn_to_float(0x07), 7.0f * std::ldexp(1.0f, -9));  // subnormal
-  EXPECT_EQ(e3::io::fp8_e4m3fn_to_float(0x0F), 1.875f * std::ldexp(1.0f, -6));
-  EXPECT_TRUE(std::isnan(e3::io::fp8_e4m3fn_to_float(0x7F)));
-  EXPECT_TRUE(std::isnan(e3::io::fp8_e4m3fn_to_float(0xFF)));
+  EXPECT_EQ(e3::bf16_to_float(0x3F80), 1.0f);
+  EXPECT_EQ(e3::bf16_to_float(0xC040), -3.0f);
+  EXPECT_TRUE(std::isinf(e3::bf16_to_float(0x7F80)));
+  EXPECT_EQ(e3::fp16_to_float(0x3C00), 1.0f);
+  EXPECT_EQ(e3::fp16_to_float(0x7BFF), 65504.0f);
+  EXPECT_EQ(e3::fp16_to_float(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(e3::fp16_to_float(0x8400), -std::ldexp(1.0f, -14));
+  EXPECT_TRUE(std::isinf(e3::fp16_to_float(0xFC00)));
+  EXPECT_TRUE(std::isnan(e3::fp16_to_float(0x7E00)));
+  EXPECT_EQ(e3::e4m3fn_to_float(0x38), 1.0f);
+  EXPECT_EQ(e3::e4m3fn_to_float(0x7E), 448.0f);
+  EXPECT_EQ(e3::e4m3fn_to_float(0xFE), -448.0f);
+  EXPECT_EQ(e3::e4m3fn_to_float(0x01), std::ldexp(1.0f, -9));
+  EXPECT_EQ(e3::e4m3fn_to_float(0x07), 7.0f * std::ldexp(1.0f, -9));  // subnormal
+  EXPECT_EQ(e3::e4m3fn_to_float(0x0F), 1.875f * std::ldexp(1.0f, -6));
+  EXPECT_TRUE(std::isnan(e3::e4m3fn_to_float(0x7F)));
+  EXPECT_TRUE(std::isnan(e3::e4m3fn_to_float(0xFF)));
 }
 
 void write_u8(hid_t g, const char* name, const std::vector<hsize_t>& dims, const std::vector<uint8_t>& v) {

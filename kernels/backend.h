@@ -118,7 +118,7 @@ class Backend {
   virtual void copy(Tensor src, Tensor dst) = 0;
 
   // --dtype fp8: each row of src [rows, H] (fp32 or the compute dtype, strides allowed) encoded
-  // into dst, U8 [rows, H + 4] contiguous, as encode_e4m3_row (kernels/quant.h) does, bit for bit.
+  // into dst, U8 [rows, H + 4] contiguous, as encode_e4m3_row (core/e4m3.h) does, bit for bit.
   virtual void encode_e4m3_rows(Tensor src, Tensor dst) = 0;
 
   // The asynchronous path out of the device, for captured states. Host memory from

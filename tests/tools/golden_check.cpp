@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
   e3::io::silence_hdf5_errors();
   const e3::model::SafetensorsFile ref(case_dir / "ref.safetensors");
   int n = 0;
-  while (ref.find("s" + std::to_string(n) + ".input_ids")) ++n;
+  while (ref.find(fmt::format("s{}.input_ids", n))) ++n;  // fmt: GCC 12 warns falsely on "lit" + string&&
   std::vector<int64_t> hs_shape;
   read_f32(ref, "s0.hidden_states", &hs_shape);
   const int64_t L = hs_shape[0] - 1, H = hs_shape[2];
@@ -151,8 +151,8 @@ int main(int argc, char** argv) {
   std::map<std::string, double> worst_by;  // per layer / final, over samples
   std::map<std::string, std::vector<double>> per_token;  // --moe-bf16: per layer / final, every token's error
   for (int i = 0; i < n; ++i) {
-    if (!seen.count(i)) fail("sample " + std::to_string(i) + " missing");
-    const std::string key = "s" + std::to_string(i);
+    if (!seen.count(i)) fail(fmt::format("sample {} missing", i));
+    const std::string key = fmt::format("s{}", i);
     const auto ref_ids = read_i64(ref, key + ".input_ids");
     std::vector<int64_t> shape;
     const auto ref_hs = read_f32(ref, key + ".hidden_states", &shape);

@@ -50,7 +50,15 @@ Registered add_run_options(CLI::App& app, Request& req) {
   };
   auto g = std::make_shared<Given>();
   app.add_option("--model", g->model, "HuggingFace checkpoint directory (config.json + *.safetensors)");
-  app.add_option("--data", g->data, "JSONL input: {\"id\": str, \"input_ids\": [int], \"loss_mask\": [0|1]} per line");
+  app.add_option("--data", g->data,
+                 "JSONL input, one sample per line: {\"messages\": [...]} (OpenAI), {\"conversations\": [...]} "
+                 "(ShareGPT), {\"text\": ...}, or {\"input_ids\": [int], \"loss_mask\": [0|1]}; \"id\" optional");
+  app.add_option("--tokenizer", rc.tokenizer_dir,
+                 "directory of the tokenizer (tokenizer.json or tiktoken.model) for text lines; default: --model");
+  app.add_option("--chat-template", rc.chat_template,
+                 "a Jinja chat template file to use instead of the tokenizer's own");
+  add_named_option(&app, "--mask", rc.mask,
+                   "the tokens of a conversation trained on (loss_mask 1): every assistant reply, the last one, or all");
   app.add_option("--out", g->out, "output directory for shard-*.h5 and manifest.json; rerunning resumes")
       ->capture_default_str();
   g->layers_opt = app.add_option("--layers", g->layers,
@@ -203,6 +211,34 @@ Registered add_bench_options(CLI::App& app, Request& req) {
           }};
 }
 
+Registered add_tokenize_options(CLI::App& app, Request& req) {
+  auto* tokenize = app.add_subcommand(
+      "tokenize", "the token-id lines the extraction computes from conversations or text (or --show one sample)");
+  jobs::TokenizeOptions& t = req.tokenize;
+  tokenize->add_option("--model", t.model_dir, "HuggingFace model directory (its config.json and tokenizer)")
+      ->required();
+  tokenize->add_option("--tokenizer", t.tokenizer_dir, "tokenizer directory; default: --model");
+  tokenize->add_option("--chat-template", t.chat_template, "a Jinja chat template file instead of the tokenizer's");
+  add_named_option(tokenize, "--mask", t.mask, "the tokens of a conversation trained on");
+  tokenize->add_option("--data", t.data, "JSONL input (see the run's --data)")->required();
+  auto* out = tokenize->add_option("--out", t.out, "the token-id JSONL to write (must not exist)");
+  auto* show = tokenize->add_option("--show", t.show,
+                                    "print sample N (0-based) with its token boundaries and trained-on tokens marked, "
+                                    "instead of writing --out");
+  add_named_option(tokenize, "--color", t.color, "--show in terminal colours (auto: when stdout is a terminal and "
+                                                 "NO_COLOR is unset)");
+  auto* threads = tokenize->add_option("--threads", t.threads, "lines tokenized at once; default: the cores of the node");
+  return {tokenize, [out, show, threads](Request& req) {
+            jobs::TokenizeOptions& t = req.tokenize;
+            req.command = Command::Tokenize;
+            t.env = req.run.env;
+            E3_REQUIRE((out->count() > 0) != (show->count() > 0), ErrorKind::Usage,
+                       "tokenize needs exactly one of --out FILE and --show N");
+            E3_REQUIRE(threads->count() == 0 || t.threads > 0, ErrorKind::Usage,
+                       "tokenize --threads must be positive, not {}", t.threads);
+          }};
+}
+
 Registered add_export_options(CLI::App& app, Request& req) {
   auto* exporter = app.add_subcommand(
       "export", "write a verified output directory as the per-sample files a trainer reads (docs/TRAINERS.md)");
@@ -247,7 +283,8 @@ Request parse_command_line(int argc, char** argv) {
   app.set_version_flag("--version", "eagle3_extract " E3_VERSION_STRING, "Print the version and exit");
   const Registered run = add_run_options(app, req);
   const Registered subcommands[] = {add_verify_options(app, req), add_info_options(app, req),
-                                    add_bench_options(app, req), add_export_options(app, req)};
+                                    add_bench_options(app, req), add_export_options(app, req),
+                                    add_tokenize_options(app, req)};
   app.require_subcommand(0, 1);
 
   try {

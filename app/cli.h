@@ -1,5 +1,5 @@
 // The command line (CLI11) -> a validated request: a run, `verify DIR`, `info DIR`, `bench`, or
-// `export SRC DEST`.
+// `export SRC DEST`, or `tokenize`.
 #pragma once
 
 #include <string>
@@ -8,11 +8,12 @@
 #include "jobs/export.h"
 #include "jobs/info.h"
 #include "jobs/run_config.h"
+#include "jobs/tokenize_command.h"
 #include "jobs/verify_command.h"
 
 namespace e3::app {
 
-enum class Command { Run, Verify, Info, Bench, Export, Help };
+enum class Command { Run, Verify, Info, Bench, Export, Tokenize, Help };
 
 struct Request {
   Command command = Command::Run;
@@ -21,6 +22,7 @@ struct Request {
   jobs::InfoOptions info;
   jobs::BenchOptions bench;
   jobs::ExportOptions export_options;
+  jobs::TokenizeOptions tokenize;
   std::string help_text;  // for Command::Help
   bool embedded_demo = false;  // no --model: the tiny checkpoint kept in the repository
 };

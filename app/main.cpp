@@ -18,6 +18,7 @@
 #include "jobs/info.h"
 #include "jobs/logging.h"
 #include "jobs/signals.h"
+#include "jobs/tokenize_command.h"
 #include "jobs/verify_command.h"
 #include "parallel/agreement.h"
 #include "parallel/mpi_env.h"
@@ -41,6 +42,8 @@ int info_command(const Request& req, const MpiEnv& mpi) {
 int verify_command(const Request& req, const MpiEnv& mpi) { return jobs::run_verify(req.verify, mpi); }
 
 int export_command(const Request& req, const MpiEnv& mpi) { return jobs::run_export(req.export_options, mpi); }
+
+int tokenize_command(const Request& req, const MpiEnv& mpi) { return jobs::run_tokenize(req.tokenize, mpi); }
 
 int bench_command(const Request& req, const MpiEnv&) {
   parallel::Grid grid(0);
@@ -91,7 +94,8 @@ struct CommandRow {
 };
 constexpr CommandRow kCommands[] = {
     {Command::Run, run_command},     {Command::Verify, verify_command}, {Command::Info, info_command},
-    {Command::Bench, bench_command}, {Command::Export, export_command}, {Command::Help, help_command},
+    {Command::Bench, bench_command}, {Command::Export, export_command}, {Command::Tokenize, tokenize_command},
+    {Command::Help, help_command},
 };
 
 // One MPI rank's whole life after MPI_Init.

@@ -9,7 +9,11 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <fstream>
+#include <functional>
+#include <mutex>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -31,7 +35,6 @@ namespace {
 using nlohmann::json;
 
 // The contract's limits (README "Input").
-constexpr size_t kMaxIdBytes = 4096;    // HDF5 keeps the id as an attribute, which must stay small
 constexpr int kMaxDepth = 64;           // a sample is two levels deep; this only stops runaway nesting
 constexpr size_t kMaxReported = 20;     // bad lines named in one error
 constexpr size_t kQuoteBytes = 80;      // of a value quoted in a message
@@ -42,6 +45,30 @@ struct Parsed {
   std::string id;
   std::vector<int32_t> ids;
   std::vector<uint8_t> mask;
+  LineKind kind = LineKind::TokenIds;
+};
+
+// The chat encoder of a file, loaded by the first line that needs it (from any thread).
+class ChatSource {
+ public:
+  explicit ChatSource(const DatasetOptions& options) : load_(options.load_chat) {}
+  explicit ChatSource(std::shared_ptr<const ChatEncoder> loaded) : encoder_(std::move(loaded)) {
+    std::call_once(once_, [] {});
+  }
+  const ChatEncoder& get(const std::string& where) {
+    std::call_once(once_, [&] {
+      if (load_) encoder_ = load_();
+    });
+    E3_REQUIRE(encoder_ != nullptr, ErrorKind::Input,
+               "{}: this line holds text, which needs the model's tokenizer; none is given here", where);
+    return *encoder_;
+  }
+  std::shared_ptr<const ChatEncoder> loaded() const { return encoder_; }
+
+ private:
+  std::function<std::shared_ptr<const ChatEncoder>()> load_;
+  std::once_flag once_;
+  std::shared_ptr<const ChatEncoder> encoder_;
 };
 
 bool is_blank(std::string_view line) {
@@ -74,21 +101,6 @@ std::string advice_for_key(std::string_view key) {
     if (n == name) return std::string(advice);
   const std::optional<std::string_view> best = closest_name(key, {kKeys.begin(), kKeys.end()});
   return best ? fmt::format("did you mean \"{}\"?", *best) : "";
-}
-
-// A line that holds text rather than tokens: how to tokenize it with the target model's tokenizer.
-std::string tokenize_hint(const std::string& key) {
-  const char* how =
-      key == "text"
-          ? "ids = tok(text)[\"input_ids\"]; write {\"input_ids\": ids} (loss_mask defaults to all ones)"
-          : "enc = tok.apply_chat_template(messages, tokenize=True, return_dict=True, "
-            "return_assistant_tokens_mask=True); write {\"input_ids\": enc[\"input_ids\"], \"loss_mask\": "
-            "enc[\"assistant_masks\"]}";
-  return fmt::format(
-      "\"{}\" holds text, but eagle3_extract reads token ids: tokenize with the target model's tokenizer first{}, "
-      "e.g. in Python: tok = transformers.AutoTokenizer.from_pretrained(MODEL); {} (README \"Input\")",
-      key, key == "conversations" ? " (ShareGPT turns {\"from\", \"value\"} become {\"role\", \"content\"} messages)" : "",
-      how);
 }
 
 // The library's DOM builder, refusing on the way what the DOM would hide or could not
@@ -161,8 +173,6 @@ json parse_json(const std::string& line, const std::string& where) {
 
 // Only the three keys of the contract: a misspelt "loss_mask" must not silently train on the prompt.
 void check_keys(const json& doc, const std::string& where) {
-  for (const char* text_key : {"text", "messages", "conversations"})
-    E3_REQUIRE(!doc.contains(text_key), ErrorKind::Input, "{}: {}", where, tokenize_hint(text_key));
   for (const auto& item : doc.items()) {
     const std::string& key = item.key();
     if (std::find(kKeys.begin(), kKeys.end(), key) != kKeys.end()) continue;
@@ -176,15 +186,7 @@ Parsed parse_sample(const json& doc, const std::string& where, int64_t vocab) {
   E3_REQUIRE(doc.is_object(), ErrorKind::Input, "{}: a sample must be a JSON object", where);
   check_keys(doc, where);
   Parsed p;
-  if (doc.contains("id") && !doc["id"].is_null()) {
-    const json& id = doc["id"];
-    E3_REQUIRE(id.is_string() || id.is_number_integer(), ErrorKind::Input,
-               "{}: \"id\" must be a string, got {}", where, quote(id));
-    p.has_id = true;
-    p.id = id.is_string() ? id.get<std::string>() : id.dump();
-    E3_REQUIRE(p.id.size() <= kMaxIdBytes, ErrorKind::Input, "{}: \"id\" is {} bytes long, more than {} allowed",
-               where, p.id.size(), kMaxIdBytes);
-  }
+  parse_line_id(doc, where, p.has_id, p.id);
   E3_REQUIRE(doc.contains("input_ids"), ErrorKind::Input, "{}: missing \"input_ids\"", where);
   const json& ids = doc["input_ids"];
   E3_REQUIRE(ids.is_array(), ErrorKind::Input, "{}: \"input_ids\" must be an array of integers", where);
@@ -221,9 +223,34 @@ Parsed parse_sample(const json& doc, const std::string& where, int64_t vocab) {
 }
 
 // Parses and checks one line; `where` is "FILE:LINE". Every problem is an input error.
-Parsed parse_line(const std::string& line, const std::string& where, int64_t vocab) {
+// The ids of a text line, checked against the model's vocabulary: a tokenizer with tokens beyond
+// the embedding table (a mismatched --tokenizer) must not index past it.
+Parsed encode_text_line(const json& doc, LineKind kind, const std::string& where, int64_t vocab, ChatSource& chat,
+                        EncodedSample* keep) {
+  const ChatEncoder& encoder = chat.get(where);
+  Parsed p;
+  p.kind = kind;
+  parse_line_id(doc, where, p.has_id, p.id);
+  EncodedSample s = encoder.encode(doc, kind, where, keep != nullptr);
+  E3_REQUIRE(!s.ids.empty(), ErrorKind::Input, "{}: empty sample: the text gives no tokens", where);
+  for (size_t i = 0; i < s.ids.size(); ++i)
+    E3_REQUIRE(s.ids[i] >= 0 && s.ids[i] < vocab, ErrorKind::Input,
+               "{}: the tokenizer gives token id {} (token {}), outside the model's vocabulary [0, {}): is "
+               "--tokenizer the model's own?",
+               where, s.ids[i], i, vocab);
+  p.ids = std::move(s.ids);
+  p.mask = std::move(s.mask);
+  if (keep) *keep = std::move(s);
+  return p;
+}
+
+// Parses and checks one line; `where` is "FILE:LINE". Every problem is an input error.
+Parsed parse_line(const std::string& line, const std::string& where, int64_t vocab, ChatSource& chat,
+                  EncodedSample* keep = nullptr) {
   const json doc = parse_json(line, where);
   try {
+    const LineKind kind = line_kind(doc, where);
+    if (kind != LineKind::TokenIds) return encode_text_line(doc, kind, where, vocab, chat, keep);
     return parse_sample(doc, where, vocab);
   } catch (const json::exception& e) {
     E3_THROW(ErrorKind::Input, "{}: {}", where, clip(e.what(), kLibraryMessageBytes));
@@ -328,14 +355,104 @@ class BadLines {
 
 }  // namespace
 
+namespace {
+
+// A block of lines read ahead, checked on several threads, then taken in file order.
+struct PendingLine {
+  std::string text;
+  int64_t line_no = 0;
+  uint64_t offset = 0;
+};
+struct CheckedLine {
+  std::optional<Parsed> parsed;
+  std::string error;                 // an input error's message
+  std::exception_ptr fatal;          // anything else (a tokenizer that cannot be loaded)
+};
+
+constexpr size_t kLinesPerBlock = 4096;
+
+}  // namespace
+
 Dataset Dataset::open(const std::filesystem::path& path, const DatasetOptions& options) {
-  const Fd fd = open_data_file(path);
-  LineReader in(fd.get(), path.string());
+  auto fd = std::make_shared<const Fd>(open_data_file(path));
+  LineReader in(fd->get(), path.string());
   Dataset ds;
   ds.path_ = path;
   ds.options_ = options;
+  ChatSource chat(options);
   BadLines bad;
   std::unordered_map<std::string, int64_t> first_line_of_id;
+
+  // Everything about a line that needs no other line, in parallel; the rest in file order.
+  auto check_block = [&](std::vector<PendingLine>& block) {
+    std::vector<CheckedLine> checked(block.size());
+    const int threads = std::max(1, std::min<int>(options.threads, static_cast<int>(block.size())));
+#pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
+    for (size_t i = 0; i < block.size(); ++i) {
+      const std::string where = fmt::format("{}:{}", path.string(), block[i].line_no);
+      try {
+        checked[i].parsed = parse_line(block[i].text, where, options.vocab_size, chat);
+      } catch (const Error& e) {
+        if (e.kind() == ErrorKind::Input)
+          checked[i].error = e.what();
+        else
+          checked[i].fatal = std::current_exception();
+      } catch (...) {
+        checked[i].fatal = std::current_exception();
+      }
+    }
+    for (size_t i = 0; i < block.size(); ++i) {
+      if (checked[i].fatal) std::rethrow_exception(checked[i].fatal);
+      const PendingLine& pl = block[i];
+      const std::string where = fmt::format("{}:{}", path.string(), pl.line_no);
+      try {
+        if (!checked[i].parsed) E3_THROW(ErrorKind::Input, "{}", checked[i].error);
+        Parsed& p = *checked[i].parsed;
+        SampleRecord rec;
+        rec.index = static_cast<int64_t>(ds.samples_.size());
+        rec.line = pl.line_no;
+        rec.offset = pl.offset;
+        rec.length = pl.text.size();
+        rec.original_tokens = static_cast<int64_t>(p.ids.size());
+        rec.num_tokens = rec.original_tokens;
+        rec.has_id = p.has_id;
+        rec.id = std::move(p.id);
+        rec.kind = p.kind;
+        rec.mask_all_zero =
+            p.kind == LineKind::Messages && std::find(p.mask.begin(), p.mask.end(), uint8_t{1}) == p.mask.end();
+        if (rec.has_id) {
+          auto [it, fresh] = first_line_of_id.emplace(rec.id, pl.line_no);
+          E3_REQUIRE(fresh, ErrorKind::Input, "{}: duplicate id \"{}\" (first seen at line {})", where, clip(rec.id),
+                     it->second);
+        }
+        if (rec.original_tokens > options.max_seq_len) {
+          switch (options.on_long) {
+            case OnLong::Error:
+              E3_THROW(ErrorKind::Input, "{}: sample has {} tokens, more than --max-seq-len {} (--on-long error)",
+                       where, rec.original_tokens, options.max_seq_len);
+            case OnLong::Truncate:
+              rec.num_tokens = options.max_seq_len;
+              ++ds.truncated_;
+              break;
+            case OnLong::Skip:
+              rec.skipped = true;
+              rec.num_tokens = 0;
+              ++ds.skipped_;
+              break;
+          }
+        }
+        if (rec.kind != LineKind::TokenIds) ++ds.text_lines_;
+        if (rec.mask_all_zero) ++ds.mask_all_zero_;
+        ds.samples_.push_back(std::move(rec));
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::Input) throw;
+        bad.add(e.what());
+      }
+    }
+    block.clear();
+  };
+
+  std::vector<PendingLine> block;
   std::string line;
   uint64_t offset = 0;
   int64_t line_no = 0;
@@ -344,49 +461,15 @@ Dataset Dataset::open(const std::filesystem::path& path, const DatasetOptions& o
     const uint64_t line_offset = offset;
     offset += line.size() + 1;
     if (is_blank(line)) continue;
-    const std::string where = fmt::format("{}:{}", path.string(), line_no);
-    try {
-      Parsed p = parse_line(line, where, options.vocab_size);
-
-      SampleRecord rec;
-      rec.index = static_cast<int64_t>(ds.samples_.size());
-      rec.line = line_no;
-      rec.offset = line_offset;
-      rec.length = line.size();
-      rec.original_tokens = static_cast<int64_t>(p.ids.size());
-      rec.num_tokens = rec.original_tokens;
-      rec.has_id = p.has_id;
-      rec.id = std::move(p.id);
-      if (rec.has_id) {
-        auto [it, fresh] = first_line_of_id.emplace(rec.id, line_no);
-        E3_REQUIRE(fresh, ErrorKind::Input, "{}: duplicate id \"{}\" (first seen at line {})", where, clip(rec.id),
-                   it->second);
-      }
-      if (rec.original_tokens > options.max_seq_len) {
-        switch (options.on_long) {
-          case OnLong::Error:
-            E3_THROW(ErrorKind::Input, "{}: sample has {} tokens, more than --max-seq-len {} (--on-long error)",
-                     where, rec.original_tokens, options.max_seq_len);
-          case OnLong::Truncate:
-            rec.num_tokens = options.max_seq_len;
-            ++ds.truncated_;
-            break;
-          case OnLong::Skip:
-            rec.skipped = true;
-            rec.num_tokens = 0;
-            ++ds.skipped_;
-            break;
-        }
-      }
-      ds.samples_.push_back(std::move(rec));
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::Input) throw;
-      bad.add(e.what());
-    }
+    block.push_back({std::move(line), line_no, line_offset});
+    if (block.size() == kLinesPerBlock) check_block(block);
   }
+  check_block(block);
   bad.throw_if_any();
   E3_REQUIRE(!ds.samples_.empty(), ErrorKind::Input, "{}: no samples: the file is empty or holds only blank lines",
              path.string());
+  ds.chat_ = chat.loaded();
+  ds.file_ = std::move(fd);
   return ds;
 }
 
@@ -396,22 +479,40 @@ std::string Dataset::shape_fingerprint() const {
   return h.hex();
 }
 
-void Dataset::read(const SampleRecord& rec, std::vector<int32_t>& ids, std::vector<uint8_t>& mask) const {
-  if (!reader_.is_open()) reader_.open(path_, std::ios::binary);
-  std::ifstream& in = reader_;
-  in.clear();
-  E3_REQUIRE(in.good(), ErrorKind::Input, "cannot reopen --data {}", path_.string());
+namespace {
+
+std::string read_line_at(const Fd& file, const std::filesystem::path& path, const SampleRecord& rec) {
   std::string line(rec.length, '\0');
-  in.seekg(static_cast<std::streamoff>(rec.offset));
-  in.read(line.data(), static_cast<std::streamsize>(rec.length));
-  E3_REQUIRE(in.good(), ErrorKind::Input, "{}:{}: the file changed while running", path_.string(), rec.line);
-  Parsed p = parse_line(line, fmt::format("{}:{}", path_.string(), rec.line), options_.vocab_size);
+  try {
+    pread_exact(file.get(), line.data(), line.size(), rec.offset, ErrorKind::Input, path.string());
+  } catch (const Error& e) {
+    E3_THROW(ErrorKind::Input, "{}:{}: the file changed while running ({})", path.string(), rec.line, e.what());
+  }
+  return line;
+}
+
+}  // namespace
+
+void Dataset::read(const SampleRecord& rec, std::vector<int32_t>& ids, std::vector<uint8_t>& mask) const {
+  const std::string line = read_line_at(*file_, path_, rec);
+  ChatSource chat(chat_);
+  Parsed p = parse_line(line, fmt::format("{}:{}", path_.string(), rec.line), options_.vocab_size, chat);
   E3_REQUIRE(static_cast<int64_t>(p.ids.size()) == rec.original_tokens, ErrorKind::Input,
              "{}:{}: the file changed while running", path_.string(), rec.line);
   p.ids.resize(static_cast<size_t>(rec.num_tokens));
   p.mask.resize(static_cast<size_t>(rec.num_tokens));
   ids = std::move(p.ids);
   mask = std::move(p.mask);
+}
+
+EncodedSample Dataset::read_encoded(const SampleRecord& rec) const {
+  const std::string line = read_line_at(*file_, path_, rec);
+  ChatSource chat(chat_);
+  EncodedSample s;
+  Parsed p = parse_line(line, fmt::format("{}:{}", path_.string(), rec.line), options_.vocab_size, chat, &s);
+  s.ids = std::move(p.ids);
+  s.mask = std::move(p.mask);
+  return s;
 }
 
 }  // namespace e3::io

@@ -21,11 +21,13 @@ using nlohmann::json;
 namespace {
 
 json fingerprint_json(const RunFingerprint& f) {
-  return json{{"model_fingerprint", f.model_fingerprint}, {"layer_ids", f.layer_ids},
+  json j{{"model_fingerprint", f.model_fingerprint}, {"layer_ids", f.layer_ids},
               {"final", f.final_mode},                    {"dtype", f.dtype},
               {"max_seq_len", f.max_seq_len},             {"on_long", f.on_long},
               {"samples_per_shard", f.samples_per_shard}, {"shard_size", f.shard_size},
               {"plan_groups", f.plan_groups},             {"tool_version", f.tool_version}};
+  if (!f.chat_fingerprint.empty()) j["chat_fingerprint"] = f.chat_fingerprint;
+  return j;
 }
 
 template <typename T>
@@ -57,6 +59,10 @@ std::vector<std::string> RunFingerprint::differences(const RunFingerprint& cur) 
   cmp("shard-size", shard_size, cur.shard_size);
   cmp("plan groups (DP groups x parts of the first run)", plan_groups, cur.plan_groups);
   cmp("tool version", tool_version, cur.tool_version);
+  auto shown = [](const std::string& f) { return f.empty() ? std::string("none (token ids only)") : f; };
+  if (chat_fingerprint != cur.chat_fingerprint)
+    d.push_back(fmt::format("tokenizer, chat template and --mask: {} (in the directory) vs {} (this run)",
+                            shown(chat_fingerprint), shown(cur.chat_fingerprint)));
   return d;
 }
 
@@ -191,6 +197,7 @@ Manifest parse_manifest(const json& j, const std::string& where) {
   m.fingerprint.shard_size = f.contains("shard_size") ? field<uint64_t>(f, "shard_size", where) : 0;
   m.fingerprint.plan_groups = f.contains("plan_groups") ? field<int64_t>(f, "plan_groups", where) : 0;
   m.fingerprint.tool_version = field<std::string>(f, "tool_version", where);
+  if (f.contains("chat_fingerprint")) m.fingerprint.chat_fingerprint = field<std::string>(f, "chat_fingerprint", where);
   m.part.index = j.contains("part_index") ? field<int>(j, "part_index", where) : 0;
   m.part.count = j.contains("part_count") ? field<int>(j, "part_count", where) : 1;
   E3_REQUIRE(m.part.count >= 1 && m.part.index >= 0 && m.part.index < m.part.count, ErrorKind::Output,

@@ -26,6 +26,9 @@ struct RunFingerprint {
   uint64_t shard_size = 0;   // --shard-size in bytes
   int64_t plan_groups = 0;   // DP groups x parts of the run that first planned the directory
   std::string tool_version;
+  // The tokenizer, chat template and --mask that made the ids of the input's text lines; empty
+  // for an input of token ids only (and then absent from the manifest, as before text lines).
+  std::string chat_fingerprint;
 
   // One line per field that differs: "dtype: bf16 (in the directory) vs fp32 (this run)".
   std::vector<std::string> differences(const RunFingerprint& current) const;

@@ -31,6 +31,7 @@ struct ValidatedRequest {
   std::vector<int> layers;  // capture ids
   std::unique_ptr<model::Checkpoint> checkpoint;
   io::Dataset data;
+  double data_check_seconds = 0;   // checking (and tokenizing) the input
   io::RunFingerprint fingerprint;  // plan_groups filled in by plan_output
   io::ModelAttributes model_attributes;  // what the shards say of the model, beside the fingerprint
 };

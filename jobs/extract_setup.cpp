@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -9,6 +10,7 @@
 
 #include "jobs/backend_select.h"
 #include "jobs/extract_phases.h"
+#include "jobs/tokenize_command.h"
 #include "core/error.h"
 #include "model/checkpoint_check.h"
 #include "parallel/agreement.h"
@@ -67,6 +69,17 @@ void log_plan(const RunConfig& rc, const parallel::Grid& grid, const ValidatedRe
   spdlog::info("data {}: {} samples, {} longer than --max-seq-len {} ({}: {} skipped, {} truncated)",
                rc.data_path.string(), data.samples().size(), data.num_skipped() + data.num_truncated(),
                rc.max_seq_len, name_of(rc.on_long), data.num_skipped(), data.num_truncated());
+  if (data.chat())
+    spdlog::info("data {}: {} lines of text tokenized with the tokenizer of {} and {}, --mask {}, checked in {:.1f} s",
+                 rc.data_path.string(), data.num_text_lines(),
+                 (rc.tokenizer_dir.empty() ? rc.model_dir : rc.tokenizer_dir).string(),
+                 data.chat()->template_source().empty() ? "no chat template" : data.chat()->template_source(),
+                 name_of(rc.mask), req.data_check_seconds);
+  if (data.num_mask_all_zero() > 0)
+    spdlog::warn("data {}: {} conversation{} train on no token (loss_mask all 0 under --mask {}: no assistant "
+                 "reply); they are still computed and stored",
+                 rc.data_path.string(), data.num_mask_all_zero(), data.num_mask_all_zero() == 1 ? "" : "s",
+                 name_of(rc.mask));
   for (const io::SampleRecord& r : data.samples())
     if (r.skipped)
       spdlog::warn("skipping sample {} ({}:{}): {} tokens > --max-seq-len {}", r.index, rc.data_path.string(), r.line,
@@ -103,7 +116,18 @@ ValidatedRequest validate_request(const RunConfig& rc, const parallel::Grid& gri
     check_backend_options(rc);
     req.checkpoint = std::make_unique<model::Checkpoint>(rc.model_dir);
     model::check_config_against_checkpoint(mc, *req.checkpoint);
-    req.data = io::Dataset::open(rc.data_path, {mc.vocab_size, rc.max_seq_len, rc.on_long});
+    io::DatasetOptions data_options{mc.vocab_size, rc.max_seq_len, rc.on_long};
+    const std::filesystem::path tokenizer_dir = rc.tokenizer_dir.empty() ? rc.model_dir : rc.tokenizer_dir;
+    data_options.load_chat = [&] {
+      return io::ChatEncoder::load(chat_options(tokenizer_dir, rc.chat_template, rc.mask));
+    };
+    // The ranks of a node check the input at once: they share its cores.
+    data_options.threads = rc.threads > 0 ? rc.threads
+                                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                                            std::max(1, grid.local_size()));
+    const auto data_t0 = Clock::now();
+    req.data = io::Dataset::open(rc.data_path, data_options);
+    req.data_check_seconds = std::chrono::duration<double>(Clock::now() - data_t0).count();
     req.model_attributes = {.model_type = mc.model_type,
                             .hidden_size = mc.hidden_size,
                             .num_hidden_layers = mc.num_hidden_layers,
@@ -120,6 +144,7 @@ ValidatedRequest validate_request(const RunConfig& rc, const parallel::Grid& gri
     fp.samples_per_shard = rc.samples_per_shard;
     fp.shard_size = rc.shard_size;
     fp.tool_version = E3_VERSION_STRING;
+    if (req.data.chat()) fp.chat_fingerprint = req.data.chat()->fingerprint();
   });
   return req;
 }

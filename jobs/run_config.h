@@ -54,6 +54,9 @@ FaultInjection fault_injection_from(const Environment& env);
 struct RunConfig {
   std::filesystem::path model_dir;
   std::filesystem::path data_path;
+  std::filesystem::path tokenizer_dir;     // text lines: the tokenizer's directory; empty: model_dir
+  std::filesystem::path chat_template;     // --chat-template FILE; empty: the tokenizer's own
+  io::MaskMode mask = io::MaskMode::Assistant;
   std::filesystem::path out_dir;
   std::optional<std::vector<int>> layers;  // nullopt: the EAGLE-3 default [2, L/2, L-3]
   model::FinalMode final_mode = model::FinalMode::PostNorm;

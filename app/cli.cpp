@@ -215,8 +215,8 @@ Registered add_tokenize_options(CLI::App& app, Request& req) {
   auto* tokenize = app.add_subcommand(
       "tokenize", "the token-id lines the extraction computes from conversations or text (or --show one sample)");
   jobs::TokenizeOptions& t = req.tokenize;
-  tokenize->add_option("--model", t.model_dir, "HuggingFace model directory (its config.json and tokenizer)")
-      ->required();
+  tokenize->add_option("--model", t.model_dir,
+                       "HuggingFace model directory: its tokenizer, and its config.json's vocab_size the ids must fit");
   tokenize->add_option("--tokenizer", t.tokenizer_dir, "tokenizer directory; default: --model");
   tokenize->add_option("--chat-template", t.chat_template, "a Jinja chat template file instead of the tokenizer's");
   add_named_option(tokenize, "--mask", t.mask, "the tokens of a conversation trained on");
@@ -232,6 +232,9 @@ Registered add_tokenize_options(CLI::App& app, Request& req) {
             jobs::TokenizeOptions& t = req.tokenize;
             req.command = Command::Tokenize;
             t.env = req.run.env;
+            E3_REQUIRE(!t.model_dir.empty() || !t.tokenizer_dir.empty(), ErrorKind::Usage,
+                       "tokenize needs --model DIR (or --tokenizer DIR alone, the ids then checked against the "
+                       "tokenizer's own vocabulary)");
             E3_REQUIRE((out->count() > 0) != (show->count() > 0), ErrorKind::Usage,
                        "tokenize needs exactly one of --out FILE and --show N");
             E3_REQUIRE(threads->count() == 0 || t.threads > 0, ErrorKind::Usage,

@@ -242,12 +242,20 @@ int run_tokenize(const TokenizeOptions& o, const parallel::MpiEnv& mpi) {
     const int threads = o.threads > 0 ? o.threads
                                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
                                                         parallel::ranks_on_node(mpi.world()));
-    const model::ModelConfig config = model::load_model_config(o.model_dir);
     const std::filesystem::path tokenizer_dir = o.tokenizer_dir.empty() ? o.model_dir : o.tokenizer_dir;
     io::DatasetOptions d;
-    d.vocab_size = config.vocab_size;
+    // The model's embedding table bounds the ids; without a model, the tokenizer's own vocabulary.
+    std::shared_ptr<const io::ChatEncoder> preloaded;
+    if (!o.model_dir.empty()) {
+      d.vocab_size = model::load_model_config(o.model_dir).vocab_size;
+    } else {
+      preloaded = io::ChatEncoder::load(chat_options(tokenizer_dir, o.chat_template, o.mask));
+      d.vocab_size = preloaded->tokenizer().vocab_size();
+    }
     d.max_seq_len = std::numeric_limits<int64_t>::max();  // the extraction applies --max-seq-len to the ids
-    d.load_chat = [&] { return io::ChatEncoder::load(chat_options(tokenizer_dir, o.chat_template, o.mask)); };
+    d.load_chat = [&] {
+      return preloaded ? preloaded : io::ChatEncoder::load(chat_options(tokenizer_dir, o.chat_template, o.mask));
+    };
     d.threads = threads;
     const auto t0 = Clock::now();
     const io::Dataset data = io::Dataset::open(o.data, d);

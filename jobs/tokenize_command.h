@@ -21,7 +21,8 @@ inline constexpr NamedValue<ColorMode> kColorModeNames[] = {
 constexpr const auto& name_table(ColorMode) { return kColorModeNames; }
 
 struct TokenizeOptions {
-  std::filesystem::path model_dir;      // its config.json gives the vocabulary the ids must fit
+  std::filesystem::path model_dir;      // its config.json gives the vocabulary the ids must fit; may be empty
+                                        // with tokenizer_dir given (the tokenizer's vocabulary then)
   std::filesystem::path tokenizer_dir;  // empty: model_dir
   std::filesystem::path chat_template;  // empty: the tokenizer's
   io::MaskMode mask = io::MaskMode::Assistant;

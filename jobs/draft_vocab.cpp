@@ -29,8 +29,9 @@ DraftVocab choose_draft_vocab(const std::vector<io::TokenCount>& counts, int64_t
   v.distinct = static_cast<int64_t>(ranked.size());
   // Most frequent first; a tie goes to the lower id, so that the choice is the same on every
   // run (speculators sorts by (-count, id)).
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const io::TokenCount& a, const io::TokenCount& b) { return a.count > b.count; });
+  std::sort(ranked.begin(), ranked.end(), [](const io::TokenCount& a, const io::TokenCount& b) {
+    return a.count != b.count ? a.count > b.count : a.id < b.id;
+  });
   const size_t taken = std::min(ranked.size(), static_cast<size_t>(size));
   for (size_t i = 0; i < taken; ++i) {
     v.by_frequency.push_back(ranked[i].id);

@@ -27,8 +27,8 @@ struct DraftVocab {
   int64_t filled = 0;              // ids added without a count
 };
 
-// Chooses `size` ids of a target vocabulary of `target_vocab_size` from `counts` (ids
-// ascending, as io::TokenCounter gives them). Throws a usage error unless 1 <= size <=
+// Chooses `size` ids of a target vocabulary of `target_vocab_size` from `counts` (each id
+// once, in any order). Throws a usage error unless 1 <= size <=
 // target_vocab_size, a verify error for a counted id outside the target vocabulary.
 DraftVocab choose_draft_vocab(const std::vector<io::TokenCount>& counts, int64_t size, int64_t target_vocab_size);
 

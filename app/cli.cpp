@@ -261,13 +261,23 @@ Registered add_export_options(CLI::App& app, Request& req) {
   exporter->add_flag("--skip-verify", o.skip_verify,
                      "do not make verify's checks first (checksums and values of every shard): for a SRC that "
                      "`eagle3_extract verify` has just passed");
-  return {exporter, [paths, threads](Request& req) {
+  auto vocab_size = std::make_shared<int64_t>(0);
+  auto* vocab = exporter->add_option(
+      "--draft-vocab-size", *vocab_size,
+      "tokens of the draft model's vocabulary, the most frequent masked ones, whose mapping files are written; "
+      "default: 32000, or the target's whole vocabulary when smaller");
+  return {exporter, [paths, threads, vocab, vocab_size](Request& req) {
             jobs::ExportOptions& o = req.export_options;
             req.command = Command::Export;
             o.src = paths->src;
             o.dest = paths->dest;
             E3_REQUIRE(threads->count() == 0 || o.threads > 0, ErrorKind::Usage,
                        "export --threads must be positive, not {}", o.threads);
+            if (vocab->count() > 0) {
+              E3_REQUIRE(*vocab_size > 0, ErrorKind::Usage, "export --draft-vocab-size must be positive, not {}",
+                         *vocab_size);
+              o.draft_vocab_size = *vocab_size;
+            }
           }};
 }
 

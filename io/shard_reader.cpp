@@ -88,6 +88,7 @@ ShardLayout read_shard_layout(const std::filesystem::path& path) {
     for (const std::string& name : list_links(g.get(), sw)) s.datasets.push_back(locate(g.get(), name, sw));
     out.samples.push_back(std::move(s));
   }
+  out.token_counts = read_token_counts(f, where, ErrorKind::Output);
   std::sort(out.samples.begin(), out.samples.end(),
             [](const StoredSample& a, const StoredSample& b) { return a.index < b.index; });
   return out;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "io/token_counts.h"
 
 namespace e3::io {
 
@@ -45,6 +46,8 @@ struct ShardDescription {
 struct ShardLayout {
   ShardDescription description;
   std::vector<StoredSample> samples;  // in sample index order
+  // /token_counts; nullopt in a shard written before eagle3_extract counted tokens.
+  std::optional<StoredTokenCounts> token_counts;
 };
 
 // Reads where everything of the shard at `path` lies. Makes HDF5 calls: callers on several

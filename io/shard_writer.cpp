@@ -226,6 +226,7 @@ void ShardWriter::write_sample(int64_t index, const std::string* id, const std::
 
   write_state(group.get(), "hidden_states", {T, K}, layers);
   for (size_t j = 0; j < finals.size(); ++j) write_state(group.get(), finals_[j].name, {T}, {finals[j]});
+  token_counts_.add(input_ids, loss_mask);
   record_.samples.push_back(index);
   record_.num_tokens += static_cast<int64_t>(T);
 }
@@ -281,6 +282,9 @@ CommittedShard ShardWriter::commit() {
 }
 
 void ShardWriter::close() {
+  const std::vector<TokenCount> counts = token_counts_.counts();
+  reserve(counts.size() * sizeof(TokenCount) + kSampleMetadataBytes);
+  write_token_counts(file_.get(), counts, attrs_.vocab_size, temp_path_.string());
   E3_H5(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL), "flushing {}", temp_path_.string());
   for (H5Id& type : part_types_) type.close();
   skipped_group_.close();

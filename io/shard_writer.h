@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "io/hdf5.h"
+#include "io/token_counts.h"
 #include "core/dtype.h"
 #include "core/storage_codec.h"
 
@@ -21,6 +22,7 @@ struct ModelAttributes {
   int64_t tp = 1;
   std::string model_path;
   std::string config_fingerprint;
+  int64_t vocab_size = 0;  // the target's (config.json), recorded with the token counts; 0: unknown
 };
 
 // File attributes (the DESIGN.md schema) shared by every shard of a run: the model's, and the
@@ -82,7 +84,8 @@ class ShardWriter {
 
   // `layers[k]` points at the sample's first row of capture k: [T] rows in the storage dtype
   // as the capture pipeline delivers them, each the codec's row_bytes long (fp8: codes then
-  // scale); `finals[j]` likewise for the j-th of final_datasets(final_mode).
+  // scale); `finals[j]` likewise for the j-th of final_datasets(final_mode). The sample's
+  // masked tokens are counted into the shard's /token_counts (written by close()).
   void write_sample(int64_t index, const std::string* id, const std::vector<int32_t>& input_ids,
                     const std::vector<uint8_t>& loss_mask, const std::vector<const void*>& layers,
                     const std::vector<const void*>& finals);
@@ -127,6 +130,7 @@ class ShardWriter {
   H5Id skipped_group_;  // created on the first skip_sample
   std::vector<H5Id> part_types_;     // the file type of each of the codec's parts
   std::vector<uint8_t> convert_buf_;  // one part of one state, token-major
+  TokenCounter token_counts_;         // of the samples written (not of skipped ones)
   CommittedShard record_;
   bool committed_ = false;
   int reserve_fd_ = -1;        // the temporary file, for fallocate

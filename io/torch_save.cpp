@@ -301,6 +301,35 @@ void write_record(TempFile& file, Record& r) {
   file.write_at(r.header_offset + 14, field.data(), field.size());
 }
 
+// The archive around a pickle whose tensors are `tensors`, in the order their keys "0", "1", ...
+// were given to pickle_tensor.
+void write_archive(const std::filesystem::path& path, const Pickle& pickle, const std::vector<const TensorRef*>& tensors,
+                   const std::vector<uint64_t>& tensor_sizes) {
+  static constexpr std::string_view kByteorder = "little";
+  static constexpr std::string_view kFormatVersion = "3\n";
+  std::vector<Record> records;
+  const auto folder = std::string(kFolder);
+  records.push_back({folder + "data.pkl", pickle.bytes().data(), pickle.bytes().size()});
+  records.push_back({folder + "byteorder", kByteorder.data(), kByteorder.size()});
+  for (size_t i = 0; i < tensors.size(); ++i)
+    records.push_back({folder + "data/" + std::to_string(i), tensors[i]->data, tensor_sizes[i]});
+  records.push_back({folder + "version", kFormatVersion.data(), kFormatVersion.size()});
+
+  const uint64_t file_size = lay_out(records);
+  E3_REQUIRE(file_size < kZip32Limit && records.size() < 0xFFFF, ErrorKind::Output,
+             "{}: the file would be {} bytes; torch.save files of 4 GiB or more need zip64, which this "
+             "writer does not write (the sample is too long to export)",
+             path.string(), file_size);
+
+  TempFile file(path);
+  for (Record& r : records) write_record(file, r);
+  const std::string directory = central_directory(records, file.size());
+  file.write(directory.data(), directory.size());
+  E3_REQUIRE(file.size() == file_size, ErrorKind::Internal, "{}: wrote {} bytes, planned {}", path.string(),
+             file.size(), file_size);
+  file.commit();
+}
+
 }  // namespace
 
 void write_torch_dict(const std::filesystem::path& path,
@@ -329,30 +358,15 @@ void write_torch_dict(const std::filesystem::path& path,
   }
   if (!entries.empty()) pickle.op('u');  // SETITEMS
   pickle.op('.');                        // STOP
+  write_archive(path, pickle, tensors, tensor_sizes);
+}
 
-  static constexpr std::string_view kByteorder = "little";
-  static constexpr std::string_view kFormatVersion = "3\n";
-  std::vector<Record> records;
-  const auto folder = std::string(kFolder);
-  records.push_back({folder + "data.pkl", pickle.bytes().data(), pickle.bytes().size()});
-  records.push_back({folder + "byteorder", kByteorder.data(), kByteorder.size()});
-  for (size_t i = 0; i < tensors.size(); ++i)
-    records.push_back({folder + "data/" + std::to_string(i), tensors[i]->data, tensor_sizes[i]});
-  records.push_back({folder + "version", kFormatVersion.data(), kFormatVersion.size()});
-
-  const uint64_t file_size = lay_out(records);
-  E3_REQUIRE(file_size < kZip32Limit && records.size() < 0xFFFF, ErrorKind::Output,
-             "{}: the file would be {} bytes; torch.save files of 4 GiB or more need zip64, which this "
-             "writer does not write (the sample is too long to export)",
-             path.string(), file_size);
-
-  TempFile file(path);
-  for (Record& r : records) write_record(file, r);
-  const std::string directory = central_directory(records, file.size());
-  file.write(directory.data(), directory.size());
-  E3_REQUIRE(file.size() == file_size, ErrorKind::Internal, "{}: wrote {} bytes, planned {}", path.string(),
-             file.size(), file_size);
-  file.commit();
+void write_torch_tensor(const std::filesystem::path& path, const TensorRef& tensor) {
+  Pickle pickle;
+  const uint64_t size = tensor_bytes(tensor, path);
+  pickle_tensor(pickle, tensor, "0");
+  pickle.op('.');  // STOP
+  write_archive(path, pickle, {&tensor}, {size});
 }
 
 }  // namespace e3::io

@@ -1,5 +1,5 @@
 // Writes what `torch.save(dict, PATH)` writes, without torch: the SpecForge (.ckpt) and
-// ModelOpt (.pt) trainers read their samples with torch.load.
+// ModelOpt (.pt) trainers read their samples, and their draft vocabularies, with torch.load.
 #pragma once
 
 #include <cstdint>
@@ -25,5 +25,8 @@ using TorchValue = std::variant<TensorRef, std::string, int64_t>;
 // caller's bug (duplicate key, bad shape, null data).
 void write_torch_dict(const std::filesystem::path& path,
                       const std::vector<std::pair<std::string, TorchValue>>& entries);
+// What `torch.save(tensor, PATH)` writes: the tensor alone, not in a dict (ModelOpt's draft
+// vocabulary file, d2t). The same layout and guarantees as write_torch_dict.
+void write_torch_tensor(const std::filesystem::path& path, const TensorRef& tensor);
 
 }  // namespace e3::io

@@ -15,6 +15,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -25,6 +26,7 @@
 #include "io/hdf5.h"
 #include "io/manifest.h"
 #include "io/shard_writer.h"
+#include "io/token_counts.h"
 #include "core/hash.h"
 
 namespace e3::io {
@@ -83,6 +85,8 @@ struct ShardJob {
 // Per-thread buffers, reused from shard to shard.
 struct ReadBuffers {
   std::vector<unsigned char> io;
+  std::vector<int32_t> ids;    // one sample's input_ids, for recounting its masked tokens
+  std::vector<uint8_t> mask;
 };
 
 constexpr size_t kReadChunk = 8 << 20;
@@ -176,14 +180,20 @@ class ShardChecker {
     for (int64_t idx : s.samples) expected.insert(fmt::format("{:08d}", idx));
     for (const std::string& n : names)
       E3_VERIFY(expected.count(n), "{}: sample {} is in the file but not in the manifest", where, n);
+    // Shards written before eagle3_extract counted tokens have no /token_counts: nothing to
+    // compare (export counts their samples itself).
+    const std::optional<StoredTokenCounts> stored_counts = read_token_counts(f, where, ErrorKind::Verify);
+    TokenCounter recount;
     int64_t tokens = 0;
     for (int64_t idx : s.samples) {
       const std::string key = fmt::format("{:08d}", idx);
       E3_VERIFY(std::find(names.begin(), names.end(), key) != names.end(), "{} sample {}: missing", where, key);
       H5Id g(E3_H5(H5Gopen2(samples.get(), key.c_str(), H5P_DEFAULT), "{}: opening sample {}", where, key), H5Gclose);
-      tokens += sample(g.get(), fmt::format("{} sample {}", where, key), static_cast<hsize_t>(*hidden), regions, buf);
+      tokens += sample(g.get(), fmt::format("{} sample {}", where, key), static_cast<hsize_t>(*hidden), regions, buf,
+                       stored_counts ? &recount : nullptr);
     }
     E3_VERIFY(tokens == s.num_tokens, "{}: {} tokens, the manifest says {}", where, tokens, s.num_tokens);
+    if (stored_counts) compare_counts(stored_counts->counts, recount.counts(), where);
     // Samples left out for non-finite states: the shard and the manifest must agree.
     std::vector<std::string> in_file;
     if (H5Lexists(f, "skipped", H5P_DEFAULT) > 0) {
@@ -195,6 +205,22 @@ class ShardChecker {
     std::sort(in_manifest.begin(), in_manifest.end());
     E3_VERIFY(in_file == in_manifest, "{}: /skipped holds [{}], the manifest lists [{}]", where,
               fmt::join(in_file, ","), fmt::join(in_manifest, ","));
+  }
+
+  // The shard's /token_counts against a recount of its samples' masked tokens: names the first
+  // token id whose counts differ.
+  static void compare_counts(const std::vector<TokenCount>& stored, const std::vector<TokenCount>& recounted,
+                             const std::string& where) {
+    size_t i = 0, j = 0;
+    while (i < stored.size() || j < recounted.size()) {
+      const int64_t id = std::min(i < stored.size() ? stored[i].id : std::numeric_limits<int64_t>::max(),
+                                  j < recounted.size() ? recounted[j].id : std::numeric_limits<int64_t>::max());
+      const int64_t a = i < stored.size() && stored[i].id == id ? stored[i++].count : 0;
+      const int64_t b = j < recounted.size() && recounted[j].id == id ? recounted[j++].count : 0;
+      E3_VERIFY(a == b,
+                "{}: /{} counts token id {} {} times, but the samples' masked tokens (loss_mask 1) hold it {} times",
+                where, kTokenCountsDataset, id, a, b);
+    }
   }
 
   // The per-slot layer attributes must say what the manifest's settings mean. Shards of
@@ -259,8 +285,10 @@ class ShardChecker {
     (void)buf;
   }
 
-  // Checks one /samples/<index> group; returns its token count.
-  int64_t sample(hid_t g, const std::string& sw, hsize_t H, std::vector<ValueRegion>& regions, ReadBuffers& buf) {
+  // Checks one /samples/<index> group; returns its token count. With `recount`, its masked
+  // tokens are counted into it.
+  int64_t sample(hid_t g, const std::string& sw, hsize_t H, std::vector<ValueRegion>& regions, ReadBuffers& buf,
+                 TokenCounter* recount) {
     const hsize_t K = K_;
     H5Id ids = open_dataset(g, "input_ids", sw);
     DatasetShape ids_shape = shape_of(ids.get());
@@ -273,6 +301,18 @@ class ShardChecker {
     DatasetShape mask_shape = shape_of(mask.get());
     E3_VERIFY(mask_shape.dims == std::vector<hsize_t>{T} && H5Tget_class(mask_shape.type.get()) == H5T_INTEGER,
               "{}: loss_mask must be [{}] integers", sw, T);
+    if (recount) {
+      // 5 bytes a token beside the states' kilobytes: read through HDF5, under its lock.
+      buf.ids.resize(T);
+      buf.mask.resize(T);
+      E3_H5(H5Dread(ids.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.ids.data()), "{}: reading input_ids",
+            sw);
+      E3_H5(H5Dread(mask.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.mask.data()),
+            "{}: reading loss_mask", sw);
+      for (size_t t = 0; t < T; ++t)
+        E3_VERIFY(buf.ids[t] >= 0, "{}: input_ids[{}] is {}, not a token id", sw, t, buf.ids[t]);
+      recount->add(buf.ids, buf.mask);
+    }
     states(g, "hidden_states", {T, K}, H, sw, regions, buf);
     for (const char* name : {"last_hidden_state", "last_hidden_state_prenorm"}) {
       const bool present = H5Lexists(g, name, H5P_DEFAULT) > 0;

@@ -30,6 +30,9 @@
 #include "core/hash.h"
 #include "core/json_read.h"
 #include "core/storage_codec.h"
+#include "io/token_counts.h"
+#include "jobs/draft_vocab.h"
+#include "model/config.h"
 
 namespace e3::jobs {
 
@@ -55,6 +58,7 @@ struct Source {
   std::vector<io::CommittedShard> shards;  // in shard index order
   std::vector<int64_t> stored;             // sample indices, ascending: speculators' row order
   io::ShardDescription description;        // of the first shard
+  int64_t counts_vocab_size = 0;           // recorded with the first shard's token counts; 0: none
 };
 
 Source load_source(const fs::path& src) {
@@ -80,8 +84,131 @@ Source load_source(const fs::path& src) {
             [](const io::CommittedShard& a, const io::CommittedShard& b) { return a.shard_index < b.shard_index; });
   std::sort(s.stored.begin(), s.stored.end());
   E3_REQUIRE(!s.shards.empty() && !s.stored.empty(), ErrorKind::Verify, "{}: the run stored no sample", src.string());
-  s.description = io::read_shard_layout(src / s.shards.front().file).description;
+  const io::ShardLayout first_shard = io::read_shard_layout(src / s.shards.front().file);
+  s.description = first_shard.description;
+  if (first_shard.token_counts) s.counts_vocab_size = first_shard.token_counts->vocab_size;
   return s;
+}
+
+// ---- the draft vocabulary
+
+// The target's vocabulary size: as the token counts record it, or, for a SRC written before
+// eagle3_extract counted tokens, from its model's config.json; 0 when neither can say (`why`).
+int64_t target_vocab_size(const Source& s, std::string* why) {
+  if (s.counts_vocab_size > 0) return s.counts_vocab_size;
+  try {
+    return model::load_model_config(s.description.model_path).vocab_size;
+  } catch (const Error& e) {
+    if (why) *why = e.what();
+    return 0;
+  }
+}
+
+// The draft vocabulary size asked for, checked against the target's vocabulary.
+int64_t draft_vocab_size(const ExportOptions& o, int64_t target_vocab) {
+  if (!o.draft_vocab_size) return std::min(kDefaultDraftVocabSize, target_vocab);
+  E3_REQUIRE(*o.draft_vocab_size <= target_vocab, ErrorKind::Usage,
+             "export: --draft-vocab-size {} is larger than the target's vocabulary ({} tokens)", *o.draft_vocab_size,
+             target_vocab);
+  return *o.draft_vocab_size;
+}
+
+// Rank 0, before the export: an asked-for size the target cannot have is refused now, not after
+// the states are written.
+void check_draft_vocab_size(const ExportOptions& o, const Source& s) {
+  std::string why;
+  const int64_t target_vocab = target_vocab_size(s, &why);
+  if (target_vocab > 0) {
+    draft_vocab_size(o, target_vocab);
+    return;
+  }
+  E3_REQUIRE(!o.draft_vocab_size, ErrorKind::Usage,
+             "export: {} does not record the target's vocabulary size (written before eagle3_extract counted "
+             "tokens) and its model's config.json cannot be read ({}): no draft vocabulary can be written; leave out "
+             "--draft-vocab-size to export without one",
+             o.src.string(), why);
+}
+
+// The masked tokens of one shard: its /token_counts, or for a shard written before
+// eagle3_extract counted tokens, a count of its samples' input_ids where loss_mask is 1.
+std::vector<io::TokenCount> shard_token_counts(const fs::path& path, bool* recounted) {
+  const io::ShardLayout layout = io::read_shard_layout(path);
+  *recounted = !layout.token_counts;
+  if (layout.token_counts) return layout.token_counts->counts;
+  io::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  E3_REQUIRE(fd.get() >= 0, ErrorKind::Verify, "{}: {}", path.string(), std::strerror(errno));
+  io::TokenCounter counter;
+  std::vector<int32_t> ids;
+  std::vector<uint8_t> mask;
+  for (const io::StoredSample& sample : layout.samples) {
+    const std::string sw = fmt::format("{} sample {:08d}", path.string(), sample.index);
+    const io::StoredDataset* i = sample.find("input_ids");
+    const io::StoredDataset* m = sample.find("loss_mask");
+    E3_REQUIRE(i && m && i->element == DType::I32 && m->element == DType::U8 && i->dims.size() == 1 &&
+                   i->dims == m->dims,
+               ErrorKind::Verify, "{}: input_ids must be int32 [T] and loss_mask uint8 [T]", sw);
+    ids.resize(i->dims[0]);
+    mask.resize(m->dims[0]);
+    io::read_stored_bytes(fd.get(), *i, ids.data(), sw);
+    io::read_stored_bytes(fd.get(), *m, mask.data(), sw);
+    for (const int32_t id : ids) E3_REQUIRE(id >= 0, ErrorKind::Verify, "{}: input_ids holds {}", sw, id);
+    counter.add(ids, mask);
+  }
+  return counter.counts();
+}
+
+// Writes the format's draft vocabulary into DEST from the counts of every shard of SRC; returns
+// what export.json records of it (null when SRC cannot say the target's vocabulary size).
+nlohmann::json export_draft_vocab(const ExportOptions& o, const Source& s) {
+  std::string why;
+  const int64_t target_vocab = target_vocab_size(s, &why);
+  if (target_vocab == 0) {
+    spdlog::warn("export: no draft vocabulary written: {} does not record the target's vocabulary size (written "
+                 "before eagle3_extract counted tokens) and its model's config.json cannot be read ({})",
+                 o.src.string(), why);
+    return nullptr;
+  }
+  const int64_t size = draft_vocab_size(o, target_vocab);
+  io::TokenCounter total;
+  int64_t recounted = 0;
+  for (const io::CommittedShard& c : s.shards) {
+    bool again = false;
+    total.add(shard_token_counts(o.src / c.file, &again));
+    recounted += again ? 1 : 0;
+  }
+  if (recounted > 0)
+    spdlog::info("export: {} of {} shards have no token counts (written before eagle3_extract counted tokens): their "
+                 "masked tokens were counted now",
+                 recounted, s.shards.size());
+  const DraftVocab vocab = choose_draft_vocab(total.counts(), size, target_vocab);
+  write_draft_vocab(o.format, o.dest, vocab);
+  const std::vector<std::string> files = draft_vocab_files(o.format);
+  std::vector<std::string> paths;
+  for (const std::string& f : files) paths.push_back((o.dest / f).string());
+  if (size == target_vocab)
+    spdlog::info("export: draft vocabulary: the target's whole vocabulary ({} tokens), which the trainers use without "
+                 "a mapping; the identity mapping is in {}",
+                 size, fmt::join(paths, " and "));
+  else
+    spdlog::info("export: draft vocabulary: the {} most frequent of the target's {} tokens, {:.2f}% of the {} masked "
+                 "tokens ({} distinct ids), in {}",
+                 size, target_vocab,
+                 vocab.masked_tokens > 0 ? 100.0 * static_cast<double>(vocab.covered) / vocab.masked_tokens : 0.0,
+                 vocab.masked_tokens, vocab.distinct, fmt::join(paths, " and "));
+  if (vocab.filled > 0 && size < target_vocab)
+    spdlog::warn("export: only {} distinct token ids are masked in {}, fewer than the draft vocabulary's {}: the {} "
+                 "lowest ids not masked were added, as speculators and SpecForge fill{}; a smaller --draft-vocab-size "
+                 "fits the data",
+                 vocab.distinct, o.src.string(), size, vocab.filled,
+                 o.format == ExportFormat::ModelOpt ? " (ModelOpt's own calibration refuses so little data)" : "");
+  spdlog::info("export: {}", draft_vocab_usage(o.format, o.dest, size));
+  return {{"size", size},
+          {"target_vocab_size", target_vocab},
+          {"files", files},
+          {"masked_tokens", vocab.masked_tokens},
+          {"distinct_masked_ids", vocab.distinct},
+          {"covered_masked_tokens", vocab.covered},
+          {"filled_ids", vocab.filled}};
 }
 
 // The final state a format trains on, and the dataset that holds it in SRC (or none).
@@ -324,9 +451,10 @@ std::string specforge_file(int64_t index) {
   return fmt::format("rows_{}-{}/data_{}.ckpt", g, g + kSpecForgeGroup, index);
 }
 
-bool prepare_export(const ExportOptions& o) {
+ExportStart prepare_export(const ExportOptions& o) {
   const Source s = load_source(o.src);
   check_conventions(o.format, s, o.src);
+  check_draft_vocab_size(o, s);
   const nlohmann::json identity = export_identity(o.format, s.manifests.front());
   std::error_code ec;
   const fs::path src = fs::weakly_canonical(o.src, ec), dest = fs::weakly_canonical(o.dest, ec);
@@ -342,7 +470,15 @@ bool prepare_export(const ExportOptions& o) {
       E3_REQUIRE(done.contains(key) && done[key] == value, ErrorKind::Output,
                  "export: {} already holds an export of other data or in another format ({} differs): give a new DEST",
                  o.dest.string(), key);
-    return true;
+    // The states are there; a draft vocabulary of another size costs only its files.
+    const int64_t target_vocab = target_vocab_size(s, nullptr);
+    const nlohmann::json& had = done.contains("draft_vocab") ? done["draft_vocab"] : nlohmann::json();
+    const bool same = target_vocab == 0 ? had.is_null()
+                                        : had.is_object() && had.value("size", int64_t{0}) == draft_vocab_size(o, target_vocab);
+    if (same) return ExportStart::NothingToDo;
+    done["draft_vocab"] = export_draft_vocab(o, s);
+    write_json_file(o.dest / kDoneFile, done);
+    return ExportStart::VocabRewritten;
   }
   const fs::path state = o.dest / kStateDir / kStateFile;
   if (fs::exists(state)) {
@@ -365,7 +501,7 @@ bool prepare_export(const ExportOptions& o) {
     write_json_file(state, identity);
   }
   if (o.format == ExportFormat::Speculators) fs::create_directories(o.dest / "hidden_states");
-  return false;
+  return ExportStart::Export;
 }
 
 ExportReport export_shards(const ExportOptions& o, const std::function<void(const ExportProgress&)>& progress) {
@@ -498,6 +634,7 @@ void finish_export(const ExportOptions& o) {
     }
     rows.commit();
   }
+  const nlohmann::json draft_vocab = export_draft_vocab(o, s);
   nlohmann::json done = export_identity(o.format, s.manifests.front());
   const FinalNeed need = final_needed(o.format, s.description.final_mode);
   done["source"] = fs::weakly_canonical(o.src).string();
@@ -511,6 +648,7 @@ void finish_export(const ExportOptions& o) {
   done["hidden_size"] = s.description.hidden_size;
   done["source_dtype"] = s.description.dtype;
   done["dtype"] = "bf16";
+  done["draft_vocab"] = draft_vocab;
   write_json_file(o.dest / kDoneFile, done);
   std::error_code ec;
   fs::remove_all(o.dest / kStateDir, ec);

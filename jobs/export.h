@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct ExportOptions {
   std::filesystem::path src, dest;
   int threads = 0;           // shards exported at once; 0: the cores of this machine
   bool skip_verify = false;  // --skip-verify: SRC was just verified, do not read it twice
+  // --draft-vocab-size: the tokens of the draft vocabulary whose mapping files are written
+  // (jobs/draft_vocab.h). Unset: 32000, or the target's whole vocabulary when smaller.
+  std::optional<int64_t> draft_vocab_size;
   // Under MPI each process exports the shards whose index % ranks == rank; rank 0 prepares
   // DEST before the others start (prepare_export) and finishes it after all are done.
   int rank = 0, ranks = 1;
@@ -55,15 +59,22 @@ std::string modelopt_file_stem(int64_t index, const std::string* id);
 std::string speculators_file(int64_t row);
 std::string specforge_file(int64_t index);
 
+enum class ExportStart {
+  Export,          // there are shards to export
+  NothingToDo,     // DEST already holds the whole export
+  VocabRewritten,  // DEST held the whole export with another draft vocabulary size: only that was rewritten
+};
 // Rank 0, before any rank exports: checks SRC against what the format needs (refusing, with
-// the rerun to make, what no trainer can use), checks or creates DEST's export state (a
-// DEST of another export, or not empty, is refused), and says whether the export is already
-// complete. Throws usage errors for what the user asked wrong, output errors for DEST.
-bool prepare_export(const ExportOptions& o);
+// the rerun to make, what no trainer can use) and --draft-vocab-size against the target's
+// vocabulary, checks or creates DEST's export state (a DEST of another export, or not empty, is
+// refused), and says whether the export is already complete. Throws usage errors for what the
+// user asked wrong, output errors for DEST.
+ExportStart prepare_export(const ExportOptions& o);
 // Every rank: exports its share of the shards not done by an earlier run.
 ExportReport export_shards(const ExportOptions& o, const std::function<void(const ExportProgress&)>& progress = {});
-// Rank 0, after every rank's share is done: speculators' data.jsonl (the rows in order),
-// export.json (what was exported from what), and the export state removed.
+// Rank 0, after every rank's share is done: speculators' data.jsonl (the rows in order), the
+// draft vocabulary's files (from the token counts of every shard), export.json (what was
+// exported from what), and the export state removed.
 void finish_export(const ExportOptions& o);
 
 }  // namespace e3::jobs

@@ -19,14 +19,17 @@ int run_export(ExportOptions o, const parallel::MpiEnv& mpi) {
   if (o.threads == 0)
     o.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / parallel::ranks_on_node(mpi.world()));
   const std::string_view format = name_of(o.format);
-  int nothing_to_do = 0;
+  int start = 0;
   parallel::agreed_phase(mpi.world(), [&] {
-    if (o.rank == 0) nothing_to_do = prepare_export(o) ? 1 : 0;
+    if (o.rank == 0) start = static_cast<int>(prepare_export(o));
   });
-  if (parallel::broadcast_from_root(mpi.world(), nothing_to_do)) {
+  start = parallel::broadcast_from_root(mpi.world(), start);
+  if (start != static_cast<int>(ExportStart::Export)) {
     if (o.rank == 0)
-      spdlog::info("export: {} already holds the {} export of {}: nothing to do", o.dest.string(), format,
-                   o.src.string());
+      spdlog::info("export: {} already holds the {} export of {}: {}", o.dest.string(), format, o.src.string(),
+                   start == static_cast<int>(ExportStart::VocabRewritten)
+                       ? "only its draft vocabulary was rewritten, for the size asked"
+                       : "nothing to do");
     return 0;
   }
   if (o.rank == 0)

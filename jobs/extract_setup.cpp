@@ -133,7 +133,8 @@ ValidatedRequest validate_request(const RunConfig& rc, const parallel::Grid& gri
                             .num_hidden_layers = mc.num_hidden_layers,
                             .tp = grid.tp_size(),
                             .model_path = std::filesystem::absolute(rc.model_dir).string(),
-                            .config_fingerprint = mc.fingerprint};
+                            .config_fingerprint = mc.fingerprint,
+                            .vocab_size = mc.vocab_size};
     io::RunFingerprint& fp = req.fingerprint;
     fp.model_fingerprint = req.model_attributes.config_fingerprint + "-" + req.checkpoint->fingerprint();
     fp.layer_ids.assign(req.layers.begin(), req.layers.end());

@@ -2,13 +2,27 @@
 # own reading (tests/trainers/check_export.py: keys, dtypes, shapes, values bit for bit, every
 # sample once); hostile ids stay inside DEST; conventions a trainer cannot use are refused with
 # the rerun to make; a non-empty DEST is refused; an interrupted export resumes; a second run
-# has nothing to do; a damaged SRC is refused; two ranks share the shards.
+# has nothing to do; a damaged SRC is refused; two ranks share the shards. The draft vocabulary:
+# each format's files as the trainer builds and loads them (ties at the cut, too few masked ids,
+# the default of the whole 512-token vocabulary), the same bytes from every dtype, rank count and
+# rerun, recounted for a SRC written before token counts, --draft-vocab-size out of bounds
+# refused before anything is written, and a finished DEST asked for another size rewrites only
+# the vocabulary.
 source "$(dirname "$0")/lib.sh"
 trainers="$(cd "$(dirname "$0")/../trainers" && pwd)"
 model="$E3_GOLDEN_DIR/tiny_llama_default"
 work=$(fresh_dir export)
-check() { "$PYTHON" "$trainers/check_export.py" --format "$1" "$2" "$3" > "$work/check.log" 2>&1 ||
-  { cat "$work/check.log"; fail "check_export --format $1 $2 $3"; }; }
+check() {  # check FORMAT SRC DEST [DRAFT_VOCAB_SIZE]: the default is the whole tiny vocabulary
+  "$PYTHON" "$trainers/check_export.py" --format "$1" --draft-vocab-size "${4:-512}" "$2" "$3" > "$work/check.log" 2>&1 ||
+    { cat "$work/check.log"; fail "check_export --format $1 --draft-vocab-size ${4:-512} $2 $3"; }
+}
+# The draft vocabulary's files of a format, DEST-relative.
+vocab_files() { case $1 in speculators) echo d2t.npy t2d.npy ;; specforge) echo vocab_mapping/vocab_mapping.pt ;;
+                modelopt) echo d2t.pth ;; esac; }
+same_vocab() {  # same_vocab FORMAT DEST_A DEST_B WHAT
+  local f
+  for f in $(vocab_files "$1"); do cmp -s "$2/$f" "$3/$f" || fail "$4: $f differs"; done
+}
 
 # Ids a file name cannot hold as they are; sample 3 has no id and sample 4's id is "00000003".
 "$PYTHON" - "$model/input.jsonl" "$work/input.jsonl" <<'PY'
@@ -36,15 +50,21 @@ for dtype in bf16 fp32 fp8; do
     [ "$RC" -eq 0 ] || { cat "$LOG"; fail "export --format $format of a $dtype run exited $RC"; }
     grep -q "ok: 8 samples in 8 files" "$LOG" || { cat "$LOG"; fail "export did not report 8 samples"; }
     check "$format" "$work/both_$dtype" "$work/out_${dtype}_$format"
+    grep -q "draft vocabulary: the target's whole vocabulary (512 tokens)" "$LOG" ||
+      { cat "$LOG"; fail "export did not describe the default draft vocabulary"; }
+    # The counts are of tokens, not states: every storage dtype gives the same files.
+    [ "$dtype" = bf16 ] || same_vocab "$format" "$work/out_bf16_$format" "$work/out_${dtype}_$format" "$dtype vs bf16"
     # Only what the trainer reads, plus export.json: no temporaries, no state left behind.
     extra=$(cd "$work/out_${dtype}_$format" && find . -type f ! -name '*.safetensors' ! -name '*.ckpt' ! -name '*.pt' \
-      ! -name data.jsonl ! -name export.json | head -3)
+      ! -name data.jsonl ! -name export.json ! -name d2t.npy ! -name t2d.npy ! -name d2t.pth | head -3)
     [ -z "$extra" ] || fail "export left $extra in DEST"
   done
 done
-# Every ModelOpt file is directly inside DEST, and the hostile ids got distinct names.
+# Every ModelOpt file is directly inside DEST, and the hostile ids got distinct names; the draft
+# vocabulary is no *.pt (the trainer would take it for a sample).
 dest="$work/out_bf16_modelopt"
 [ "$(find "$dest" -name '*.pt' | wc -l)" -eq 8 ] || fail "not 8 .pt files in $dest"
+[ -f "$dest/d2t.pth" ] || fail "no d2t.pth in $dest"
 [ "$(find "$dest" -mindepth 2 | wc -l)" -eq 0 ] || fail "a file left DEST's top level: $(find "$dest" -mindepth 2)"
 [ -f "$dest/00000003.pt" ] && [ -f "$dest/%300000003.pt" ] && [ -f "$dest/%2E.%2Fevil.pt" ] ||
   fail "unexpected ModelOpt names: $(ls "$dest")"
@@ -134,9 +154,77 @@ for name in 00000003 %300000003 a%252Fb; do
 done
 [ ! -e "$work/tampered_out/export.json" ] || fail "an export of a damaged SRC looks finished"
 
-# Two ranks share the shards; rank 0 finishes.
+# Two ranks share the shards; rank 0 finishes, with the same draft vocabulary.
 LOG="$work/np2.log"
 run 2 export --format speculators "$work/both_fp8" "$work/np2"
 [ "$RC" -eq 0 ] || { cat "$LOG"; fail "export under 2 ranks exited $RC"; }
 check speculators "$work/both_fp8" "$work/np2"
+same_vocab speculators "$work/out_fp8_speculators" "$work/np2" "2 ranks vs 1"
+
+# --draft-vocab-size: ties at the cut (the 20 most frequent of ids masked twice or more), too few
+# masked ids (300 of about 160: filled); the same bytes on a second export.
+for format in speculators specforge modelopt; do
+  for n in 20 300; do
+    for again in a b; do
+      LOG="$work/vocab_${format}_$n$again.log"
+      run 1 export --format "$format" --draft-vocab-size "$n" "$work/both_bf16" "$work/vocab_${format}_$n$again"
+      [ "$RC" -eq 0 ] || { cat "$LOG"; fail "export --draft-vocab-size $n exited $RC"; }
+    done
+    check "$format" "$work/both_bf16" "$work/vocab_${format}_${n}a" "$n"
+    same_vocab "$format" "$work/vocab_${format}_${n}a" "$work/vocab_${format}_${n}b" "a second export"
+    grep -q "export: draft vocabulary: the $n most frequent of the target's 512 tokens" "$LOG" ||
+      { cat "$LOG"; fail "no draft vocabulary line"; }
+  done
+  grep -q "warning: export: only [0-9]* distinct token ids are masked .* fewer than the draft vocabulary's 300" "$LOG" ||
+    { cat "$LOG"; fail "no warning for a draft vocabulary larger than the masked ids"; }
+done
+grep -q "pass model.vocab_mapping_path=$work/vocab_specforge_300b/vocab_mapping/vocab_mapping.pt" \
+  "$work/vocab_specforge_300b.log" || { cat "$work/vocab_specforge_300b.log"; fail "no SpecForge key printed"; }
+grep -q "pass data.draft_vocab_cache=$work/vocab_modelopt_300b/d2t.pth eagle.eagle_architecture_config.draft_vocab_size=300" \
+  "$work/vocab_modelopt_300b.log" || { cat "$work/vocab_modelopt_300b.log"; fail "no ModelOpt keys printed"; }
+grep -q "reads them from --data-path $work/vocab_speculators_300b .*pass --draft-vocab-size 300" \
+  "$work/vocab_speculators_300b.log" || { cat "$work/vocab_speculators_300b.log"; fail "no speculators flags printed"; }
+# Out of bounds: refused before DEST is made.
+for n in 513 0; do
+  LOG="$work/vocab_bad_$n.log"
+  run 1 export --format specforge --draft-vocab-size "$n" "$work/both_bf16" "$work/vocab_bad_$n"
+  expect_failure 2 "$([ "$n" = 0 ] && echo "must be positive, not 0" ||
+    echo "is larger than the target's vocabulary (512 tokens)")" ""
+  [ ! -e "$work/vocab_bad_$n" ] || fail "a refused --draft-vocab-size $n created DEST"
+done
+# A finished DEST asked for another size: only the vocabulary is rewritten.
+LOG="$work/vocab_rewrite.log"
+run 1 export --format specforge --draft-vocab-size 20 "$work/both_bf16" "$work/out_bf16_specforge"
+[ "$RC" -eq 0 ] && grep -q "only its draft vocabulary was rewritten" "$LOG" || { cat "$LOG"; fail "no rewrite"; }
+check specforge "$work/both_bf16" "$work/out_bf16_specforge" 20
+same_vocab specforge "$work/vocab_specforge_20a" "$work/out_bf16_specforge" "the rewritten vocabulary"
+# A SRC written before token counts: its masked tokens are counted at export, to the same files.
+cp -r "$work/both_bf16" "$work/old"
+"$PYTHON" - "$work/old" <<'PY'
+import glob, sys
+import h5py
+for path in glob.glob(sys.argv[1] + "/shard-*.h5"):
+    with h5py.File(path, "r+") as f:
+        del f["token_counts"]
+PY
+LOG="$work/old.log"
+run 1 export --format modelopt --skip-verify --draft-vocab-size 20 "$work/old" "$work/old_out"
+[ "$RC" -eq 0 ] || { cat "$LOG"; fail "export of a SRC without token counts exited $RC"; }
+grep -q "3 of 3 shards have no token counts" "$LOG" || { cat "$LOG"; fail "no recount reported"; }
+same_vocab modelopt "$work/vocab_modelopt_20a" "$work/old_out" "recounted"
+# ... and whose model is gone: no vocabulary (a warning), or a usage error when one is asked for.
+"$PYTHON" - "$work/old" <<'PY'
+import glob, sys
+import h5py, numpy as np
+for path in glob.glob(sys.argv[1] + "/shard-*.h5"):
+    with h5py.File(path, "r+") as f:
+        f.attrs["model"] = np.bytes_("/nonexistent/model")
+PY
+LOG="$work/old_gone.log"
+run 1 export --format speculators --skip-verify "$work/old" "$work/old_gone"
+[ "$RC" -eq 0 ] && grep -q "warning: export: no draft vocabulary written" "$LOG" || { cat "$LOG"; fail "no warning"; }
+[ ! -e "$work/old_gone/d2t.npy" ] || fail "a vocabulary was written without the target's vocabulary size"
+LOG="$work/old_gone2.log"
+run 1 export --format speculators --skip-verify --draft-vocab-size 20 "$work/old" "$work/old_gone2"
+expect_failure 2 "leave out --draft-vocab-size to export without one" ""
 echo ok

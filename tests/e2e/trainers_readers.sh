@@ -2,7 +2,8 @@
 # export (the test oracle) of each format passes for bf16, fp32 and fp8 sources, and every kind
 # of broken export (wrong key, a layer off by one, the wrong final norm, a missing or an extra
 # sample, a wrong dtype, swapped slots, truncation instead of rounding, a token-id mismatch, a
-# bad file name) makes the checker fail, naming the problem.
+# bad file name; a draft vocabulary with ties broken the other way, out of order, of the wrong
+# dtype or size, or missing) makes the checker fail, naming the problem.
 source "$(dirname "$0")/lib.sh"
 trainers="$(cd "$(dirname "$0")/../trainers" && pwd)"
 model="$E3_GOLDEN_DIR/tiny_llama_default"
@@ -131,6 +132,42 @@ case_ 1 "aux_hidden_state[0, :, 0H:1H] differs from SRC sample 0: first at" \
   check_export.py --format specforge "$(both bf16)" "$work/b_specforge_shifted"
 case_ 1 "aux_hidden_states[:, 0H:1H] differs from SRC sample 0: first at" \
   check_export.py --format modelopt "$(both bf16)" "$work/b_modelopt_shifted"
+
+# Draft vocabularies: a good one of each format passes, with ties at the cut (20 of the 7 samples'
+# masked ids, 30 of which are masked twice or more) and with too few masked ids (300: filled);
+# a broken one, or none, is refused with the reason.
+for fmt in speculators specforge modelopt; do
+  for n in 20 300; do
+    case_ 0 - oracle_export.py --format "$fmt" --draft-vocab-size "$n" "$(both bf16)" "$work/v_${fmt}_$n"
+    case_ 0 "draft vocabulary of $n as the trainer builds and loads it" \
+      check_export.py --format "$fmt" --draft-vocab-size "$n" "$(both bf16)" "$work/v_${fmt}_$n"
+  done
+done
+case_ 1 "d2t.npy: 300 entries, but --draft-vocab-size 20" \
+  check_export.py --format speculators --draft-vocab-size 20 "$(both bf16)" "$work/v_speculators_300"
+case_ 1 "no d2t.npy and t2d.npy" check_export.py --format speculators --draft-vocab-size 20 "$(both bf16)" \
+  "$work/x_speculators_bf16"
+case_ 1 "vocab_mapping.pt: torch.load fails" check_export.py --format specforge --draft-vocab-size 20 "$(both bf16)" \
+  "$work/x_specforge_bf16"
+case_ 1 "Draft vocab cache is required when draft_vocab_size (20) < vocab_size (512)" \
+  check_export.py --format modelopt --draft-vocab-size 20 "$(both bf16)" "$work/x_modelopt_bf16"
+broken_vocab() {  # broken_vocab FORMAT KIND PATTERN
+  case_ 0 - oracle_export.py --format "$1" --draft-vocab-size 20 --break "$2" "$(both bf16)" "$work/bv_$1_$2"
+  case_ 1 "$3" check_export.py --format "$1" --draft-vocab-size 20 "$(both bf16)" "$work/bv_$1_$2"
+}
+broken_vocab speculators vocab-ties "d2t.npy: d2t differs from what speculators' build_vocab_mappings_from_distribution"
+broken_vocab speculators vocab-order "arange(N) + d2t does not list the ids t2d marks in ascending order"
+broken_vocab speculators vocab-dtype "d2t.npy: dtype int32, speculators writes int64"
+broken_vocab speculators vocab-size "t2d.shape[0] (511) must match verifier_vocab_size (512)"
+broken_vocab specforge vocab-ties "d2t differs from what SpecForge's process_token_dict_to_mappings"
+broken_vocab specforge vocab-order "arange(N) + d2t does not list the ids t2d marks in ascending order"
+broken_vocab specforge vocab-dtype "d2t has dtype torch.int32, expected torch.int64"
+broken_vocab specforge vocab-size "has invalid t2d shape; expected (512,)"
+broken_vocab specforge vocab-rare "SpecForge's own derivation from DEST's files"
+broken_vocab modelopt vocab-ties "d2t differs from what ModelOpt's calibrate_frequent_vocab"
+broken_vocab modelopt vocab-order "d2t differs from what ModelOpt's calibrate_frequent_vocab"
+broken_vocab modelopt vocab-dtype "dtype=torch.int32, expected shape=(20,) dtype=torch.int64"
+broken_vocab modelopt vocab-size "got shape=(19,) dtype=torch.int64, expected shape=(20,)"
 
 (cd "$trainers" && "$PYTHON" run_cases.py < "$cases") > "$work/cases.log" 2>&1 || { cat "$work/cases.log"; fail "a case failed"; }
 grep -q "run_cases: $(grep -c . "$cases") cases, 0 failed" "$work/cases.log" || { cat "$work/cases.log"; fail "case count"; }

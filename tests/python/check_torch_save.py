@@ -1,6 +1,7 @@
 """io::write_torch_dict's files, read back the way the SpecForge and ModelOpt trainers read
 them (torch.load), with weights_only=True, with mmap=True where this torch has it, and as a
-plain zip: keys, dtypes, shapes and bytes equal what was written.
+plain zip: keys, dtypes, shapes and bytes equal what was written; likewise
+io::write_torch_tensor's (a tensor not in a dict).
 
 usage: check_torch_save.py TENSOR_FILE_WRITER WORKDIR"""
 import inspect
@@ -120,6 +121,20 @@ def main():
         assert rc == 0, (rc, err)
         check_zip(p, spec)
         check_loaded(torch.load(p, weights_only=True), spec, name)
+    # A bare tensor (torch.save(tensor)): ModelOpt's draft vocabulary, loaded as its
+    # load_draft_vocab_cache does (torch.load(weights_only=True), then shape and dtype compared).
+    for i, t in enumerate(({"dtype": "I64", "shape": [32000], "seed": 13}, {"dtype": "BOOL", "shape": [77], "seed": 14},
+                           {"dtype": "BF16", "shape": [3, 5], "seed": 15})):
+        spec = {"entries": [{"key": "x", "tensor": t}]}
+        p = os.path.join(work, f"tensor{i}.pth")
+        rc, err = writer_spec.write(writer, "torch-tensor", spec, p)
+        assert rc == 0, (rc, err)
+        check_zip(p, spec)
+        for how, v in (("torch.load", torch.load(p)), ("weights_only=True", torch.load(p, weights_only=True))):
+            assert isinstance(v, torch.Tensor), (how, type(v))
+            assert v.dtype == TORCH_DTYPE[t["dtype"]] and list(v.shape) == t["shape"], (how, v.dtype, v.shape)
+            raw = v.view(RAW_VIEW[t["dtype"]]) if t["dtype"] in RAW_VIEW else v
+            assert raw.numpy().tobytes() == writer_spec.tensor_bytes(t), (how, "bytes differ")
     print("torch.save files check out with torch", torch.__version__)
 
 

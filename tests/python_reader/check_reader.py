@@ -194,6 +194,17 @@ def check_torch(directory, ref, meta):
         assert sorted(int(b["input_ids"].shape[0]) for b in loader) == sorted(len(r["input_ids"]) for r in ref.values())
 
 
+def check_token_counts(ds, ref):
+    """The masked-token counts: the shards' tables, summed, are a count of the samples."""
+    want = {}
+    for s in ref.values():
+        for token_id in s["input_ids"][s["loss_mask"] != 0].tolist():
+            want[int(token_id)] = want.get(int(token_id), 0) + 1
+    got = ds.token_counts()
+    assert got == dict(sorted(want.items())), "token_counts() differs from a count of the samples' masked tokens"
+    assert list(got) == sorted(got) and got, "token_counts(): ids not ascending, or none"
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("directory")
@@ -205,6 +216,7 @@ def main():
     check_meta(ds, attrs, args.directory, args.parts)
     n = check_samples(args.directory, ref)
     check_torch(args.directory, ref, ds.meta)
+    check_token_counts(ds, ref)
     print(f"{args.directory}: {n} samples, {ds.meta.dtype}, final {ds.meta.final}: reader equals the reference")
 
 

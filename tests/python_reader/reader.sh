@@ -52,6 +52,26 @@ for name in bf16 fp8; do
   "$PYTHON" "$here/check_reader.py" "$work/made_both_$name" || fail "reader on hand-made --final both ($name)"
 done
 
+# Shards written before eagle3_extract counted tokens (no /token_counts): token_counts() counts
+# their samples instead, to the same result.
+rm -rf "$work/no_counts"
+cp -r "$work/bf16" "$work/no_counts"
+"$PYTHON" - "$work/bf16" "$work/no_counts" <<'PY' || fail "token_counts() of shards without /token_counts"
+import glob, json, os, sys
+import h5py
+import eagle3_extract as e3
+want = e3.open_dataset(sys.argv[1]).token_counts()
+manifest = os.path.join(sys.argv[2], "manifest.json")
+doc = json.load(open(manifest))
+for shard in doc["shards"]:
+    path = os.path.join(sys.argv[2], shard["file"])
+    with h5py.File(path, "r+") as f:
+        del f["token_counts"]
+    shard["bytes"] = os.path.getsize(path)
+json.dump(doc, open(manifest, "w"))
+assert e3.open_dataset(sys.argv[2]).token_counts() == want
+PY
+
 # Two parts into one directory: read as one dataset once both are there.
 extract parts --dtype bf16 --part 0/2
 cp -r "$work/parts" "$work/one_part"

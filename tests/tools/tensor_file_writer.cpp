@@ -1,6 +1,7 @@
-// tensor_file_writer safetensors|torch SPEC.json OUT: writes OUT with io::write_safetensors or
-// io::write_torch_dict from a spec the Python checks (tests/python/) write, so that Python
-// reads back what the C++ writers produce. SPEC:
+// tensor_file_writer safetensors|torch|torch-tensor|npy SPEC.json OUT: writes OUT with
+// io::write_safetensors, io::write_torch_dict, io::write_torch_tensor or io::write_npy (the last
+// two: the first entry's tensor) from a spec the Python checks (tests/python/) write, so that
+// Python reads back what the C++ writers produce. SPEC:
 //   {"entries": [{"key": K, "tensor": {"dtype": "BF16", "shape": [2, 3], "seed": 1}},
 //                {"key": K, "string": "..."}, {"key": K, "int": 5}, ...],
 //    "metadata": {"k": "v"}}                       (metadata: safetensors only)
@@ -14,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/npy_write.h"
 #include "io/safetensors_write.h"
 #include "io/torch_save.h"
 #include "core/error.h"
@@ -40,7 +42,7 @@ TensorElement element_of(const std::string& name) {
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    std::fprintf(stderr, "usage: tensor_file_writer safetensors|torch SPEC.json OUT\n");
+    std::fprintf(stderr, "usage: tensor_file_writer safetensors|torch|torch-tensor|npy SPEC.json OUT\n");
     return 2;
   }
   const std::string format = argv[1];
@@ -77,6 +79,10 @@ int main(int argc, char** argv) {
                                 spec.value("metadata", nlohmann::json::object()).get<std::map<std::string, std::string>>());
     } else if (format == "torch") {
       e3::io::write_torch_dict(argv[3], entries);
+    } else if (format == "torch-tensor" || format == "npy") {
+      if (tensors.empty()) throw std::runtime_error("the spec has no tensor");
+      if (format == "npy") e3::io::write_npy(argv[3], tensors.front());
+      else e3::io::write_torch_tensor(argv[3], tensors.front());
     } else {
       std::fprintf(stderr, "unknown format %s\n", format.c_str());
       return 2;

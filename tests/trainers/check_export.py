@@ -1,18 +1,29 @@
 #!/usr/bin/python3
 """Compare an export against the eagle3_extract output it was made from, bit for bit.
 
-Usage: check_export.py --format speculators|specforge|modelopt SRC_H5_DIR DEST_DIR
+Usage: check_export.py --format speculators|specforge|modelopt [--draft-vocab-size N] SRC_H5_DIR DEST_DIR
 
 Every sample stored in SRC (in /samples of the shards the manifests list) must be in DEST
 exactly once, read back through the reader written from that trainer's own loading code, with
 the keys, dtypes and shapes the trainer expects and the states equal to SRC's as bf16 bits:
 bf16 stored bits as they are; fp16, fp32 and fp8 (e4m3fn code * scale in float32) rounded to
 bf16 to nearest, ties to even. speculators takes the pre-norm final state, SpecForge and
-ModelOpt the post-norm one; a SRC without it is refused. Exit 0 when all holds; otherwise one
-line per problem (at most 20 shown) and exit 1.
+ModelOpt the post-norm one; a SRC without it is refused.
+
+With --draft-vocab-size N, DEST must also hold the trainer's draft-vocabulary file(s), loaded
+as the trainer loads them (the readers), equal to what the trainer's own builder makes of
+SRC's masked-token counts (recounted here from every sample's input_ids and loss_mask, and
+compared with the shards' /token_counts) for N tokens, ties going to the lower id: speculators'
+build_vocab_mappings_from_distribution, SpecForge's process_token_dict_to_mappings and
+ModelOpt's calibrate_frequent_vocab on a Counter filled in ascending id order (ModelOpt's
+refusal of fewer than N distinct ids aside: then the lowest uncounted ids follow, ascending).
+SpecForge's own derivation from DEST's .ckpt files (its ties go to the first counted) must
+cover as many masked tokens. Exit 0 when all holds; otherwise one line per problem (at most
+20 shown) and exit 1.
 """
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -348,12 +359,132 @@ def check_modelopt(src, dest, problems):
     return len(src)
 
 
+# ---------------------------------------------------------------------------------------------
+
+def first_mismatch(got, want):
+    """Where two lists of target ids (draft id i -> target id) first differ."""
+    i = int(np.flatnonzero(np.asarray(got) != np.asarray(want))[0])
+    return f"draft id {i} is target id {int(got[i])}, want {int(want[i])}"
+
+
+def source_counts(src, problems):
+    """SRC's masked-token counts (a recount of its samples) and the target's vocabulary size."""
+    counts = src.masked_token_counts()
+    stored, vocab_size = src.stored_token_counts()
+    if stored is None:
+        vocab_size = src.model_vocab_size()  # shards written before eagle3_extract counted tokens
+    elif stored != counts:
+        differ = sorted(set(stored.items()) ^ set(counts.items()))[:3]
+        problems.add(f"{src.dir}: the shards' /token_counts differ from a recount of their samples: {differ}")
+    if vocab_size is None:
+        raise h5source.SourceError(f"{src.dir}: /token_counts records no vocab_size")
+    return counts, vocab_size
+
+
+def ascending_counter(counts):
+    """A Counter filled in ascending id order: its most_common breaks ties by the lower id."""
+    from collections import Counter
+    c = Counter()
+    for token_id in sorted(counts):
+        c[token_id] = counts[token_id]
+    return c
+
+
+def check_paired(problems, where, targets, t2d):
+    """speculators and SpecForge pair the draft head (the target's lm_head rows where t2d, in
+    ascending id order) with draft ids through d2t: draft id i must be the i-th marked id."""
+    marked = np.flatnonzero(t2d.numpy())
+    if not np.array_equal(targets.numpy(), marked):
+        problems.add(f"{where}: arange(N) + d2t does not list the ids t2d marks in ascending order, as the trainer "
+                     f"pairs them ({first_mismatch(targets.numpy(), marked) if len(marked) == len(targets) else ''})")
+
+
+def check_draft_vocab(fmt, src, dest, n, problems):
+    counts, V = source_counts(src, problems)
+    if fmt == "speculators":
+        want_d2t, want_t2d = read_speculators.build_vocab_mappings(counts, n, V)
+        try:
+            d2t, t2d, targets = read_speculators.load_vocab_mappings(dest, n, V)
+        except read_speculators.ReaderError as e:
+            problems.add(str(e))
+            return
+        for name in ("d2t", "t2d"):
+            stored = np.load(os.path.join(dest, f"{name}.npy"))
+            want = {"d2t": np.int64, "t2d": np.bool_}[name]
+            if stored.dtype != want:
+                problems.add(f"{dest}/{name}.npy: dtype {stored.dtype}, speculators writes {np.dtype(want)}")
+        where = f"{dest}/d2t.npy"
+        builder = "speculators' build_vocab_mappings_from_distribution"
+    elif fmt == "specforge":
+        want_d2t, want_t2d = read_specforge.process_token_dict_to_mappings(ascending_counter(counts), n, V)
+        path = os.path.join(dest, "vocab_mapping", "vocab_mapping.pt")
+        try:
+            d2t, t2d, targets = read_specforge.load_vocab_mapping(path, n, V)
+        except read_specforge.ReaderError as e:
+            problems.add(str(e))
+            return
+        raw = torch.load(path, weights_only=True)
+        check_tensor(problems, path, "d2t", raw["d2t"], torch.int64, (n,))
+        check_tensor(problems, path, "t2d", raw["t2d"], torch.bool, (V,))
+        # SpecForge's own derivation from the exported files may break ties otherwise: it must
+        # cover as many masked tokens.
+        own_d2t, _ = read_specforge.process_token_dict_to_mappings(read_specforge.count_effective_feature_tokens(dest),
+                                                                   n, V)
+        own = (torch.arange(n) + own_d2t).tolist()
+        covered = lambda ids: sum(counts.get(int(i), 0) for i in ids)  # noqa: E731
+        if covered(own) != covered(targets.tolist()):
+            problems.add(f"{path}: covers {covered(targets.tolist())} masked tokens, SpecForge's own derivation from "
+                         f"DEST's files {covered(own)}")
+        where = path
+        builder = "SpecForge's process_token_dict_to_mappings"
+    else:
+        c = ascending_counter(counts)
+        try:
+            want_d2t = read_modelopt.calibrate_frequent_vocab(c, n)
+        except read_modelopt.ReaderError:  # too few distinct ids: the lowest uncounted follow
+            ranked = [token_id for token_id, _ in c.most_common()]
+            ranked += [t for t in range(n) if t not in c][:n - len(ranked)]
+            want_d2t = torch.tensor(ranked, dtype=torch.int64) - torch.arange(n)
+        want_t2d = None
+        path = os.path.join(dest, "d2t.pth")
+        try:
+            loaded = read_modelopt.load_draft_vocab_cache(path, n, V)
+        except read_modelopt.ReaderError as e:
+            problems.add(str(e))
+            return
+        if loaded is None:  # the whole vocabulary: the trainer reads no file, but export writes one
+            whole = torch.load(path, weights_only=True)
+            loaded = whole, torch.arange(n) + whole
+        d2t, targets = loaded
+        t2d = None
+        where = path
+        builder = "ModelOpt's calibrate_frequent_vocab"
+        if len(set(targets.tolist())) != n or int(targets.min()) < 0 or int(targets.max()) >= V:
+            problems.add(f"{path}: arange(N) + d2t must be {n} distinct ids below {V}")
+    if not np.array_equal(d2t.numpy(), want_d2t.numpy()):
+        offsets = np.arange(n)
+        problems.add(f"{where}: d2t differs from what {builder} makes of SRC's masked tokens for {n} tokens: "
+                     f"{first_mismatch(offsets + d2t.numpy(), offsets + want_d2t.numpy())}")
+    if want_t2d is not None:
+        if not np.array_equal(t2d.numpy(), want_t2d.numpy()):
+            problems.add(f"{where}: t2d differs from what {builder} makes of SRC's masked tokens for {n} tokens")
+        check_paired(problems, where, targets, t2d)
+    export_json = os.path.join(dest, "export.json")
+    if os.path.exists(export_json):
+        with open(export_json) as fh:
+            recorded = json.load(fh).get("draft_vocab") or {}
+        if recorded.get("size") != n or recorded.get("target_vocab_size") != V:
+            problems.add(f"{export_json}: draft_vocab records size {recorded.get('size')} of "
+                         f"{recorded.get('target_vocab_size')}, the files hold {n} of {V}")
+
+
 CHECKS = {"speculators": check_speculators, "specforge": check_specforge, "modelopt": check_modelopt}
 
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("--format", required=True, choices=sorted(CHECKS))
+    ap.add_argument("--draft-vocab-size", type=int, default=None)
     ap.add_argument("src")
     ap.add_argument("dest")
     args = ap.parse_args(argv[1:])
@@ -361,6 +492,8 @@ def main(argv):
     try:
         src = h5source.Source(args.src)
         n = CHECKS[args.format](src, args.dest, problems)
+        if args.draft_vocab_size is not None:
+            check_draft_vocab(args.format, src, args.dest, args.draft_vocab_size, problems)
     except h5source.SourceError as e:
         print(f"check_export: {e}", file=sys.stderr)
         return 1
@@ -370,8 +503,10 @@ def main(argv):
     if n == 0:
         print(f"check_export: SRC {args.src} stores no samples", file=sys.stderr)
         return 1
+    vocab = "" if args.draft_vocab_size is None else \
+        f"; draft vocabulary of {args.draft_vocab_size} as the trainer builds and loads it"
     print(f"ok: {args.format}: {n} samples, each exactly once, keys/dtypes/shapes as the trainer reads them, "
-          f"states bit-equal to SRC ({src.meta.dtype} -> bf16)")
+          f"states bit-equal to SRC ({src.meta.dtype} -> bf16){vocab}")
     return 0
 
 

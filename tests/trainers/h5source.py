@@ -204,6 +204,47 @@ class Source:
                 f.close()
         return out
 
+    def masked_token_counts(self):
+        """{token id: count} of input_ids where loss_mask is 1, over every stored sample, ids
+        ascending (the states are not read)."""
+        counts = {}
+        handles = {}
+        try:
+            for _, path, name in self.locations:
+                if path not in handles:
+                    handles[path] = h5py.File(path, "r")
+                g = handles[path]["samples"][name]
+                ids = g["input_ids"][...].astype(np.int64)
+                mask = g["loss_mask"][...]
+                for token_id, n in zip(*np.unique(ids[mask != 0], return_counts=True)):
+                    counts[int(token_id)] = counts.get(int(token_id), 0) + int(n)
+        finally:
+            for f in handles.values():
+                f.close()
+        return dict(sorted(counts.items()))
+
+    def stored_token_counts(self):
+        """(the sum of the shards' /token_counts as {id: count}, the vocab_size they record), or
+        (None, None) when a shard has no table (written before eagle3_extract counted tokens)."""
+        counts, vocab_size = {}, None
+        for path in self.shards:
+            with h5py.File(path, "r") as f:
+                if "token_counts" not in f:
+                    return None, None
+                ds = f["token_counts"]
+                if "vocab_size" in ds.attrs:
+                    vocab_size = int(ds.attrs["vocab_size"])
+                for token_id, n in ds[...].reshape(-1, 2).tolist():
+                    counts[token_id] = counts.get(token_id, 0) + n
+        return dict(sorted(counts.items())), vocab_size
+
+    def model_vocab_size(self):
+        """vocab_size of the config.json of the model the shards name (attribute `model`)."""
+        with h5py.File(self.shards[0], "r") as f:
+            model = text(f.attrs["model"])
+        with open(os.path.join(model, "config.json")) as fh:
+            return int(json.load(fh)["vocab_size"])
+
     def __iter__(self):
         m = self.meta
         open_path, f = None, None

@@ -5,11 +5,16 @@ Not the product's export (that is `eagle3_extract export`, C++). It writes the l
 lead specified, from an eagle3_extract output directory, and can break them on purpose
 (--break) so that the tests can show check_export.py refuses each kind of broken export.
 
-Usage: oracle_export.py --format speculators|specforge|modelopt SRC DEST [--break KIND]
+Usage: oracle_export.py --format speculators|specforge|modelopt [--draft-vocab-size N] SRC DEST [--break KIND]
 KIND: wrong-key, wrong-norm, missing-sample, extra-sample, wrong-dtype, swap-slots,
       truncate (round toward zero to bf16), cut-file (the first file loses its last 2 bytes),
       token-mismatch (speculators), bad-name (modelopt),
-      no-loss-mask (modelopt: a valid export without the optional loss_mask)
+      no-loss-mask (modelopt: a valid export without the optional loss_mask);
+      with --draft-vocab-size: vocab-ties (ties go to the higher id), vocab-order (speculators and
+      SpecForge: d2t in frequency order; ModelOpt: ascending), vocab-dtype (d2t int32),
+      vocab-size (t2d one short; ModelOpt: d2t one short), vocab-rare (the least frequent ids)
+With --draft-vocab-size N it also writes the format's draft-vocabulary file(s): the N ids most
+often masked in SRC (ties: the lower id; too few: the lowest ids not masked).
 """
 
 import argparse
@@ -27,7 +32,8 @@ import h5source
 import safetensors_io
 
 BREAKS = ("wrong-key", "wrong-norm", "missing-sample", "extra-sample", "wrong-dtype", "swap-slots", "truncate",
-          "cut-file", "token-mismatch", "bad-name", "no-loss-mask")
+          "cut-file", "token-mismatch", "bad-name", "no-loss-mask", "vocab-ties", "vocab-order", "vocab-dtype",
+          "vocab-size", "vocab-rare")
 
 
 def bf16(bits_u16):
@@ -153,16 +159,52 @@ def export_modelopt(src, args):
 EXPORTS = {"speculators": export_speculators, "specforge": export_specforge, "modelopt": export_modelopt}
 
 
+def export_draft_vocab(src, args):
+    counts = src.masked_token_counts()
+    stored, V = src.stored_token_counts()
+    if V is None:
+        V = src.model_vocab_size()
+    n, broken = args.draft_vocab_size, args.broken
+    sign = 1 if broken == "vocab-ties" else -1
+    by_frequency = sorted(counts, key=lambda t: (-counts[t], sign * -t))[:n]
+    if broken == "vocab-rare":
+        by_frequency = sorted(counts, key=lambda t: (counts[t], t))[:n]
+    by_frequency += [t for t in range(n) if t not in counts][:n - len(by_frequency)]
+    ascending = sorted(by_frequency)
+    if args.format == "modelopt":
+        ids = ascending if broken == "vocab-order" else by_frequency
+    else:
+        ids = by_frequency if broken == "vocab-order" else ascending
+    d2t = np.asarray(ids, np.int64) - np.arange(n, dtype=np.int64)
+    if broken == "vocab-dtype":
+        d2t = d2t.astype(np.int32)
+    t2d = np.zeros(V - 1 if broken == "vocab-size" else V, np.bool_)
+    t2d[[t for t in ascending if t < len(t2d)]] = True
+    if args.format == "speculators":
+        np.save(os.path.join(args.dest, "d2t.npy"), d2t)
+        np.save(os.path.join(args.dest, "t2d.npy"), t2d)
+    elif args.format == "specforge":
+        os.makedirs(os.path.join(args.dest, "vocab_mapping"))
+        torch.save({"d2t": torch.from_numpy(d2t), "t2d": torch.from_numpy(t2d)},
+                   os.path.join(args.dest, "vocab_mapping", "vocab_mapping.pt"))
+    else:
+        torch.save(torch.from_numpy(d2t[:-1] if broken == "vocab-size" else d2t), os.path.join(args.dest, "d2t.pth"))
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description="TEST ORACLE exporter (see the module docstring)")
     ap.add_argument("--format", required=True, choices=sorted(EXPORTS))
     ap.add_argument("--break", dest="broken", choices=BREAKS)
+    ap.add_argument("--draft-vocab-size", type=int, default=None)
     ap.add_argument("src")
     ap.add_argument("dest")
     args = ap.parse_args(argv[1:])
     if os.path.exists(args.dest):
         raise SystemExit(f"oracle_export: {args.dest} exists")
-    EXPORTS[args.format](h5source.Source(args.src), args)
+    src = h5source.Source(args.src)
+    EXPORTS[args.format](src, args)
+    if args.draft_vocab_size is not None:
+        export_draft_vocab(src, args)
     if args.broken == "cut-file":
         first = sorted(os.path.join(root, n) for root, _, names in os.walk(args.dest) for n in names
                        if n.endswith((".safetensors", ".ckpt", ".pt")))[0]

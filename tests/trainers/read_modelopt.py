@@ -12,9 +12,21 @@ modelopt/torch/speculative/eagle/utils.py.
   with answer-only loss (otherwise all ones); labels are input_ids shifted left by one with
   -100 last.
 
+The draft vocabulary (data.draft_vocab_cache; `HFEagleModel.load_draft_vocab_cache` in
+modelopt/torch/speculative/plugins/hf_eagle.py, `calibrate_frequent_vocab` in
+modelopt/torch/speculative/utils.py):
+- nothing is loaded when eagle_architecture_config.draft_vocab_size >= the base vocab_size;
+  otherwise the path must be a file, torch.load(path, weights_only=True) must give a tensor of
+  the d2t buffer's shape [draft_vocab_size] and dtype int64, copied into it; base logits are
+  mapped to the draft vocabulary by indexing with arange(N) + d2t (any order);
+- its calibration counts every token of the tokenized conversations (not only the answers)
+  into a Counter, takes most_common(N) (ties: first counted first; fewer than N distinct ids
+  is refused), and d2t[i] = id_i - i in that order.
+
 Usage: read_modelopt.py DEST [--answer-only-loss]
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -64,6 +76,39 @@ class ModelOptReader:
                 "loss_mask": loss_mask,
                 "labels": labels,
                 "base_hidden_prenorm": bool(data.get("hidden_states_prenorm", False))}
+
+
+def calibrate_frequent_vocab(counter, draft_vocab_size):
+    """The calibration's mapping from a Counter: d2t int64 [N], most frequent first. Raises
+    ReaderError where the calibration refuses (fewer than N distinct ids)."""
+    vocab = counter.most_common(draft_vocab_size)
+    if len(vocab) != draft_vocab_size:
+        raise ReaderError(f"Not enough vocabs to calibrate ({len(vocab)}/{draft_vocab_size})")
+    mapping = torch.zeros(draft_vocab_size, dtype=torch.int64)
+    for i in range(draft_vocab_size):
+        mapping[i] = vocab[i][0] - i
+    return mapping
+
+
+def load_draft_vocab_cache(path, draft_vocab_size, vocab_size):
+    """The file as the trainer loads it into the d2t buffer: (d2t, the target id of each draft
+    id), or None when the trainer loads nothing. Raises ReaderError where the trainer fails."""
+    if draft_vocab_size >= vocab_size:
+        return None
+    if path is None or not os.path.isfile(path):
+        raise ReaderError(f"Draft vocab cache is required when draft_vocab_size ({draft_vocab_size}) < vocab_size "
+                          f"({vocab_size}); got d2t_path={path!r}")
+    d2t = torch.zeros(draft_vocab_size, dtype=torch.int64)
+    try:
+        loaded = torch.load(path, map_location=d2t.device, weights_only=True)
+    except Exception as e:  # what weights_only refuses, or a broken file
+        raise ReaderError(f"{path}: torch.load(weights_only=True) fails: {type(e).__name__}: {e}") from None
+    if not torch.is_tensor(loaded) or loaded.shape != d2t.shape or loaded.dtype != d2t.dtype:
+        raise ReaderError(f"Draft vocab cache mismatch at {path}: got shape={tuple(getattr(loaded, 'shape', ()))} "
+                          f"dtype={getattr(loaded, 'dtype', type(loaded).__name__)}, expected shape={tuple(d2t.shape)} "
+                          f"dtype={d2t.dtype}.")
+    d2t.copy_(loaded)
+    return d2t, torch.arange(draft_vocab_size) + d2t
 
 
 def main(argv):

@@ -18,6 +18,19 @@ scripts/train_eagle3.py path (`list_local_files`, `OfflineEagle3Dataset`) reads 
   it must be after the final norm), input_ids[:max_len], loss_mask[:max_len] with the last
   position zeroed.
 
+The draft vocabulary (model.vocab_mapping_path; specforge/modeling/draft/base.py
+`load_vocab_mapping`, the checks of scripts/prepare_hidden_states.py, and the builder
+`process_token_dict_to_mappings` in specforge/data/preprocessing.py with the offline count
+`count_effective_feature_tokens` in specforge/training/vocab_mapping.py):
+- the file is torch.load'ed (a dict with d2t and t2d) and copied into the draft model's
+  buffers, t2d bool [target vocab_size] and d2t int64 [draft_vocab_size] (copy_: a size that
+  does not fit fails); the draft head is the target's lm_head columns [..., t2d] (ascending
+  target ids) and a draft prediction p means target id p + d2t[p];
+- without a file, a local offline run counts the masked tokens of the feature files in
+  list_feature_files order (ids ascending within a file) into a Counter; the builder adds
+  missing ids of range(N) with count 0 (in set order) until there are N, takes most_common(N)
+  (ties: first counted first), sorts the ids; d2t = ids - arange(N), t2d marks them.
+
 Usage: read_specforge.py DEST [MAX_LEN]
 """
 
@@ -25,6 +38,7 @@ import gzip
 import io
 import os
 import sys
+from collections import Counter
 
 import torch
 
@@ -97,6 +111,54 @@ class SpecForgeReader:
 
     def __getitem__(self, i):
         return normalize(self.raw(i), self.max_len)
+
+
+def process_token_dict_to_mappings(token_dict, draft_vocab_size, target_vocab_size):
+    """The trainer's builder on a Counter (changed in place, as the trainer changes it):
+    (d2t int64 [N], t2d bool [V])."""
+    if len(token_dict) < draft_vocab_size:
+        for token in set(range(draft_vocab_size)) - set(token_dict):
+            token_dict[token] = 0
+            if len(token_dict) >= draft_vocab_size:
+                break
+    used = sorted(key for key, _ in token_dict.most_common(draft_vocab_size))
+    d2t = torch.tensor([used[i] - i for i in range(len(used))])
+    t2d = torch.tensor([i in set(used) for i in range(target_vocab_size)])
+    return d2t, t2d
+
+
+def count_effective_feature_tokens(hidden_states_path, max_length=None):
+    """The masked tokens of DEST's feature files, counted as a local offline run counts them."""
+    counts = Counter()
+    for path in list_feature_files(hidden_states_path):
+        raw = load_feature_file(path)
+        input_ids, loss_mask = raw["input_ids"].reshape(-1), raw["loss_mask"].reshape(-1)
+        if max_length is not None:
+            input_ids, loss_mask = input_ids[:max_length], loss_mask[:max_length]
+        ids, freqs = input_ids[loss_mask.to(dtype=bool)].unique(return_counts=True)
+        for token_id, freq in zip(ids.tolist(), freqs.tolist()):
+            counts[int(token_id)] += int(freq)
+    return counts
+
+
+def load_vocab_mapping(path, draft_vocab_size, target_vocab_size):
+    """The file as the trainer loads it into the draft model's buffers: (d2t, t2d, the target
+    id of each draft id). Raises ReaderError where the trainer fails."""
+    try:
+        mapping = torch.load(path, weights_only=True)
+    except Exception as e:  # torch.load raises many kinds on a broken file
+        raise ReaderError(f"{path}: torch.load fails: {type(e).__name__}: {e}") from None
+    if not isinstance(mapping, dict) or not {"d2t", "t2d"} <= set(mapping):
+        raise ReaderError(f"{path}: not a dict with d2t and t2d")
+    d2t, t2d = mapping["d2t"], mapping["t2d"]
+    for name, value, size in (("d2t", d2t, draft_vocab_size), ("t2d", t2d, target_vocab_size)):
+        if not torch.is_tensor(value) or tuple(value.shape) != (size,):
+            raise ReaderError(f"{path} has invalid {name} shape; expected ({size},), got {getattr(value, 'shape', None)}")
+    buffers = {"t2d": torch.ones(target_vocab_size, dtype=torch.bool),
+               "d2t": torch.zeros(draft_vocab_size, dtype=torch.int64)}
+    buffers["t2d"].copy_(t2d)
+    buffers["d2t"].copy_(d2t)
+    return buffers["d2t"], buffers["t2d"], torch.arange(draft_vocab_size) + buffers["d2t"]
 
 
 def main(argv):

@@ -17,6 +17,19 @@ What it does there, and here:
   as verifier_last_hidden_states [T, H] (the model applies the verifier's final norm to
   it), input_ids = token_ids, loss_mask from the row.
 
+The draft vocabulary (scripts/train.py `parse_vocab_mappings`, `_load_mappings`;
+src/speculators/model.py `load_vocab_mappings`; src/speculators/train/vocab_mapping.py
+`build_vocab_mappings_from_distribution`):
+- with no --d2t-path/--t2d-path, DEST/d2t.npy and DEST/t2d.npy are used when both exist, each
+  `torch.from_numpy(np.load(path))`; the draft vocabulary size is d2t.shape[0], and a
+  --draft-vocab-size that differs is an error;
+- the model then requires t2d.shape[0] == the verifier's vocab_size, t2d.sum() == the draft
+  vocabulary size and d2t.shape[0] == it, and copies both into its buffers (bool t2d, int64
+  d2t); it takes the draft lm_head as the verifier's rows `lm_head[t2d]` (ascending target ids)
+  and maps draft id i to target id i + d2t[i];
+- its builder (used when only token_freq.pt is there) sorts the counted ids by (-count, id),
+  keeps the first N, fills up with the lowest ids not counted, sorts them; d2t = ids - arange(N).
+
 Usage: read_speculators.py DEST  (exit 1 when a row is missing or would be dropped)
 """
 
@@ -24,6 +37,7 @@ import json
 import os
 import sys
 
+import numpy as np
 import torch
 
 import safetensors_io
@@ -99,6 +113,51 @@ class SpeculatorsReader:
                 "input_ids": loaded["token_ids"],
                 "verifier_last_hidden_states": hs[:, -1],
                 "loss_mask": self.rows[i]["loss_mask"]}
+
+
+def build_vocab_mappings(token_freq, draft_vocab_size, target_vocab_size):
+    """The trainer's builder on {token id: count}: (d2t int64 [N], t2d bool [V])."""
+    ranked = sorted(token_freq, key=lambda tid: (-token_freq[tid], tid))
+    chosen = ranked[:draft_vocab_size]
+    taken = set(chosen)
+    tid = 0
+    while len(chosen) < draft_vocab_size:
+        if tid not in taken:
+            chosen.append(tid)
+        tid += 1
+    chosen.sort()
+    d2t = torch.tensor(chosen, dtype=torch.long) - torch.arange(draft_vocab_size, dtype=torch.long)
+    t2d = torch.zeros(target_vocab_size, dtype=torch.bool)
+    t2d[chosen] = True
+    return d2t, t2d
+
+
+def load_vocab_mappings(data_path, draft_vocab_size, verifier_vocab_size):
+    """DEST's d2t.npy and t2d.npy as the trainer loads them into the draft model's buffers:
+    (d2t, t2d, the target id of each draft id). Raises ReaderError where the trainer fails."""
+    d2t_path, t2d_path = os.path.join(data_path, "d2t.npy"), os.path.join(data_path, "t2d.npy")
+    if not (os.path.exists(d2t_path) and os.path.exists(t2d_path)):
+        raise ReaderError(f"{data_path}: no d2t.npy and t2d.npy: the trainer would use the full verifier vocabulary")
+    try:
+        d2t = torch.from_numpy(np.load(d2t_path))
+        t2d = torch.from_numpy(np.load(t2d_path))
+    except Exception as e:  # np.load raises many kinds on a broken file
+        raise ReaderError(f"{data_path}: np.load of d2t.npy/t2d.npy fails: {type(e).__name__}: {e}") from None
+    if d2t.dim() != 1 or t2d.dim() != 1:
+        raise ReaderError(f"{data_path}: d2t has shape {list(d2t.shape)}, t2d {list(t2d.shape)}: both must be 1-D")
+    if d2t.shape[0] != draft_vocab_size:
+        raise ReaderError(f"{d2t_path}: {d2t.shape[0]} entries, but --draft-vocab-size {draft_vocab_size}")
+    if t2d.shape[0] != verifier_vocab_size:
+        raise ReaderError(f"{t2d_path}: t2d.shape[0] ({t2d.shape[0]}) must match verifier_vocab_size "
+                          f"({verifier_vocab_size})")
+    if int(t2d.sum(dtype=torch.long)) != draft_vocab_size:
+        raise ReaderError(f"{t2d_path}: t2d has {int(t2d.sum(dtype=torch.long))} non-zero values, expected "
+                          f"{draft_vocab_size}")
+    buffers = {"t2d": torch.zeros(verifier_vocab_size, dtype=torch.bool),
+               "d2t": torch.zeros(draft_vocab_size, dtype=torch.long)}
+    buffers["t2d"].copy_(t2d)
+    buffers["d2t"].copy_(d2t)
+    return buffers["d2t"], buffers["t2d"], torch.arange(draft_vocab_size) + buffers["d2t"]
 
 
 def main(argv):

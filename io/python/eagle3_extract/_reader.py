@@ -256,6 +256,37 @@ class Dataset:
                 for index in shard.samples:
                     yield self._read(f, shard, index)
 
+    def token_counts(self):
+        """How often each token id is masked (loss_mask 1) in the stored samples, as a dict
+        {id: count} with ids ascending: the counts a draft model's reduced vocabulary is chosen
+        from. Summed over the shards' /token_counts; a shard written before eagle3_extract counted
+        tokens has none, and its samples' input_ids and loss_mask are counted instead."""
+        counts = {}
+
+        def add(token_ids, ns):
+            for token_id, n in zip(token_ids.tolist(), ns.tolist()):
+                counts[token_id] = counts.get(token_id, 0) + n
+
+        for shard in self._shards:
+            with self._open_file(shard) as f:
+                try:
+                    if "token_counts" in f:
+                        rows = f["token_counts"][()]
+                        if rows.ndim != 2 or rows.shape[1] != 2 or rows.dtype.kind != "i":
+                            raise DatasetError(f"{shard.path}: /token_counts must be int64 [n, 2], it is "
+                                               f"{rows.dtype} {list(rows.shape)}")
+                        add(rows[:, 0], rows[:, 1])
+                        continue
+                    for index in shard.samples:
+                        g = f["samples"][f"{index:08d}"]
+                        ids = g["input_ids"][()]
+                        add(*np.unique(ids[g["loss_mask"][()] != 0], return_counts=True))
+                except DatasetError:
+                    raise
+                except (KeyError, TypeError, ValueError, OSError) as e:  # changed or damaged since it was opened
+                    raise DatasetError(f"{shard.path}: {type(e).__name__}: {e}") from None
+        return dict(sorted(counts.items()))
+
     def close(self):
         """Closes the file this thread kept open for random access (iteration closes its own)."""
         held = getattr(self._local, "open", None)

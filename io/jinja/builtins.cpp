@@ -2,6 +2,8 @@
 // attribute lookup as jinja2's sandbox does it, and Python's arithmetic.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <unordered_map>
 
@@ -525,12 +527,20 @@ Value f_round(Interp&, const Value& v, CallArgs& a) {
   if (v.is_undefined()) fail_undefined(v);
   if (!v.is_number()) throw JinjaError("type " + type_name(v) + " doesn't define __round__ method");
   if (method == "common" && v.is_int_like() && precision >= 0) return Value::integer(v.as_int());
+  const double x = v.as_float();
+  if (method == "common" && precision >= 0 && std::isfinite(x)) {
+    // Python rounds the exact binary value half to even (2.675 is 2.67499..., so 2.67), which is
+    // what printf's correctly rounded %.*f does; scaling by 10**n first would round 267.5.
+    const int digits = static_cast<int>(std::min<int64_t>(precision, 400));
+    std::string buf(static_cast<size_t>(std::snprintf(nullptr, 0, "%.*f", digits, x)) + 1, '\0');
+    std::snprintf(buf.data(), buf.size(), "%.*f", digits, x);
+    return Value::number(std::strtod(buf.c_str(), nullptr));
+  }
   const double scale = std::pow(10.0, static_cast<double>(precision));
-  const double x = v.as_float() * scale;
   double r;
-  if (method == "ceil") r = std::ceil(x);
-  else if (method == "floor") r = std::floor(x);
-  else r = std::nearbyint(x);  // half to even, as Python's round
+  if (method == "ceil") r = std::ceil(x * scale);
+  else if (method == "floor") r = std::floor(x * scale);
+  else r = std::nearbyint(x * scale);  // half to even, as Python's round
   return Value::number(r / scale);
 }
 

@@ -358,7 +358,12 @@ Value Interp::eval_call(const Expr& e, const std::shared_ptr<Frame>& frame) {
 }
 
 Value Interp::eval_filter(const Expr& e, const std::shared_ptr<Frame>& frame, const Value* input) {
-  const Value target = e.args[0] ? eval(*e.args[0], frame) : (input ? *input : Value());
+  // A filter block's or set block's chain (`| trim | upper`) ends in the block's text: `input`
+  // goes down the chain to the innermost filter, whose target is null.
+  Value target;
+  if (!e.args[0]) target = input ? *input : Value();
+  else if (input && e.args[0]->kind == ExprKind::Filter) target = eval_filter(*e.args[0], frame, input);
+  else target = eval(*e.args[0], frame);
   CallArgs args = eval_args(e, frame, 1);
   line_ = e.line;
   if (!e.builtin) throw JinjaError("No filter named '" + e.name + "'.");

@@ -30,6 +30,9 @@ class PreTokenizer {
   virtual ~PreTokenizer() = default;
   // Replaces `pieces` by their parts (scratch.next is free for the implementation to use).
   virtual void apply(std::vector<Normalized>& pieces, Scratch& scratch) const = 0;
+  // True when this is a chain of Isolated, non-inverted regex splits (appended to `chain`, in
+  // order) and nothing else: then untouched text can be split as views, without copies.
+  virtual bool isolated_regex_chain(std::vector<const Regex*>& chain) const { return false; }
 };
 
 // `where` names the file and key for errors: "DIR/tokenizer.json: normalizer". A null JSON gives

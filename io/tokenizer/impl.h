@@ -22,6 +22,7 @@ struct EncodeState {
   WordCache cache;
   std::vector<AddedSplit> splits, sub_splits;
   std::vector<WordToken> words;
+  std::vector<std::vector<std::pair<size_t, size_t>>> level_matches;  // per split of the view path
 };
 
 struct Tokenizer::Impl {
@@ -31,6 +32,10 @@ struct Tokenizer::Impl {
   AddedMatcher raw_matcher, normalized_matcher;
   std::unique_ptr<Normalizer> normalizer;
   std::unique_ptr<PreTokenizer> pre_tokenizer;
+  // Set when the pre-tokenizer is only a chain of Isolated regex splits: untouched text then goes
+  // through them as views of the input (the common case, and the fast one).
+  bool view_path = false;
+  std::vector<const Regex*> view_splits;
   std::unique_ptr<Bpe> bpe;          // tokenizer.json
   std::unique_ptr<RankBpe> ranks;    // tiktoken.model
   std::unique_ptr<Regex> tiktoken_split;
@@ -47,6 +52,8 @@ struct Tokenizer::Impl {
   void release(std::unique_ptr<EncodeState> state) const;
   // The tokens of `text` before post-processing; trim counts when `trim` is given.
   void encode_text(std::string_view text, EncodeState& st, std::vector<Token>& out, TrimCounts* trim) const;
+  void encode_view(std::string_view v, uint32_t offset, size_t level, EncodeState& st, std::vector<Token>& out,
+                   TrimCounts* trim) const;
   void encode_tiktoken(std::string_view text, EncodeState& st, std::vector<Token>& out) const;
   void add_tokens(std::vector<AddedToken> tokens);  // fills added, added_by_id and the matchers
 };

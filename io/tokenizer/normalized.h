@@ -32,6 +32,8 @@ class Normalized {
 
   const std::string& text() const { return text_; }
   bool empty() const { return text_.empty(); }
+  bool untouched() const { return align_.empty(); }  // byte i came from original byte shift() + i
+  uint32_t shift() const { return shift_; }
   // The original range this piece covers (HF's offsets_original).
   Span original() const { return original_; }
   // The original range of this piece's bytes [b, e) (b < e): from the first byte's source to the

@@ -26,6 +26,11 @@ class SequencePreTokenizer final : public PreTokenizer {
   void apply(std::vector<Normalized>& pieces, Scratch& scratch) const override {
     for (const auto& p : parts_) p->apply(pieces, scratch);
   }
+  bool isolated_regex_chain(std::vector<const Regex*>& chain) const override {
+    for (const auto& p : parts_)
+      if (!p->isolated_regex_chain(chain)) return false;
+    return true;
+  }
 
  private:
   std::vector<std::unique_ptr<PreTokenizer>> parts_;
@@ -50,6 +55,11 @@ class RegexSplit final : public PieceSplitter {
       return;
     }
     piece.split(cover_by_matches(piece.text().size(), scratch.matches, invert_), behavior_, out);
+  }
+  bool isolated_regex_chain(std::vector<const Regex*>& chain) const override {
+    if (behavior_ != SplitBehavior::Isolated || invert_) return false;
+    chain.push_back(&regex_);
+    return true;
   }
 
  private:

@@ -118,6 +118,47 @@ std::pair<uint32_t, uint32_t> trim_counts_of(std::string_view value) {
 
 }  // namespace
 
+void Tokenizer::Impl::encode_view(std::string_view v, uint32_t offset, size_t level, EncodeState& st,
+                                  std::vector<Token>& out, TrimCounts* trim) const {
+  if (level < view_splits.size()) {
+    if (st.level_matches.size() <= level) st.level_matches.resize(level + 1);
+    auto& matches = st.level_matches[level];
+    matches.clear();
+    view_splits[level]->find_all(v, st.scratch.region, matches);
+    size_t prev = 0;
+    // find_all fills `matches` once; deeper levels use their own vectors, so iterating is safe.
+    for (size_t k = 0; k < st.level_matches[level].size(); ++k) {
+      const auto [s, e] = st.level_matches[level][k];
+      if (prev < s) encode_view(v.substr(prev, s - prev), offset + static_cast<uint32_t>(prev), level + 1, st, out, trim);
+      if (s < e) encode_view(v.substr(s, e - s), offset + static_cast<uint32_t>(s), level + 1, st, out, trim);
+      prev = e;
+    }
+    if (prev < v.size()) encode_view(v.substr(prev), offset + static_cast<uint32_t>(prev), level + 1, st, out, trim);
+    return;
+  }
+  st.words.clear();
+  bpe->tokenize(v, st.words, st.cache);
+  for (const WordToken& w : st.words) {
+    // Offsets widen to whole characters, as the byte-level alignment does.
+    uint32_t b = std::min<uint32_t>(w.begin, static_cast<uint32_t>(v.size()) - 1);
+    while (b > 0 && is_continuation(static_cast<unsigned char>(v[b]))) --b;
+    uint32_t e = std::max(w.end, b + 1);
+    while (e < v.size() && is_continuation(static_cast<unsigned char>(v[e]))) ++e;
+    out.push_back({w.id, offset + b, offset + e});
+    if (!trim) continue;
+    if (bpe->byte_level()) {
+      uint32_t lead = 0, tail = 0;
+      while (w.begin + lead < w.end && v[w.begin + lead] == ' ') ++lead;
+      while (w.end - tail > w.begin + lead && v[w.end - 1 - tail] == ' ') ++tail;
+      trim->push_back({lead, tail});
+    } else {
+      const auto& names = bpe->id_to_token();
+      trim->push_back(static_cast<size_t>(w.id) < names.size() ? trim_counts_of(names[static_cast<size_t>(w.id)])
+                                                               : std::pair<uint32_t, uint32_t>{0, 0});
+    }
+  }
+}
+
 void Tokenizer::Impl::encode_text(std::string_view text, EncodeState& st, std::vector<Token>& out,
                                   TrimCounts* trim) const {
   auto emit_added = [&](int32_t id, Span span, std::string_view value) {
@@ -125,6 +166,10 @@ void Tokenizer::Impl::encode_text(std::string_view text, EncodeState& st, std::v
     if (trim) trim->push_back(trim_counts_of(value));
   };
   auto emit_piece = [&](Normalized piece) {
+    if (view_path && piece.untouched()) {
+      encode_view(piece.text(), piece.shift(), 0, st, out, trim);
+      return;
+    }
     std::vector<Normalized>& pieces = st.scratch.pieces;
     pieces.clear();
     pieces.push_back(std::move(piece));
@@ -321,6 +366,7 @@ Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
   im->normalizer = make_normalizer(j.value("normalizer", null), where + ": normalizer");
   PreTokenizerInfo info;
   im->pre_tokenizer = make_pre_tokenizer(j.value("pre_tokenizer", null), where + ": pre_tokenizer", info);
+  im->view_path = !im->pre_tokenizer || im->pre_tokenizer->isolated_regex_chain(im->view_splits);
   im->bpe = std::make_unique<Bpe>(model, info.byte_level, where + ": model");
   im->post = make_post_processor(j.value("post_processor", null), where + ": post_processor");
   im->metaspace_display = j.contains("decoder") && j["decoder"].dump().find("\u2581") != std::string::npos;

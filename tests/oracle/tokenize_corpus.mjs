@@ -115,7 +115,10 @@ function compare(tool, corpusPath, names) {
 }
 
 const args = process.argv.slice(2);
-if (args[0] === "--compare") {
+const main = process.argv[1] === fileURLToPath(import.meta.url);
+if (!main) {
+  // imported (tokenizer_bench.mjs): nothing to run
+} else if (args[0] === "--compare") {
   const [, tool, corpus, ...rest] = args;
   const failures = compare(tool, corpus, rest.length ? rest : NAMES);
   console.log(failures === 0 ? "all tokenizers equal" : `${failures} tokenizer(s) differ`);

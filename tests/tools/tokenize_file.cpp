@@ -1,6 +1,6 @@
 // Tokenizes each line of a JSONL corpus ({"text": ...}) with the tokenizer of a directory and
 // prints one JSON line per input line: the ids without and with special tokens, and the byte
-// offsets of the former. tests/oracle/tokenize_corpus.mjs compares this with HF's tokenizers.
+// offsets and bytes (token_bytes, in hex) of the former. tests/oracle/tokenize_corpus.mjs compares this with HF's tokenizers.
 //   tokenize_file TOKENIZER_DIR CORPUS.jsonl
 #include <cstdio>
 #include <fstream>
@@ -8,6 +8,8 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include <fmt/format.h>
 
 #include "core/error.h"
 #include "io/tokenizer/tokenizer.h"
@@ -38,9 +40,13 @@ int main(int argc, char** argv) {
       nlohmann::json out;
       out["plain"] = nlohmann::json::array();
       out["offsets"] = nlohmann::json::array();
+      out["bytes"] = nlohmann::json::array();
       for (const auto& t : tok.encode(text, false)) {
         out["plain"].push_back(t.id);
         out["offsets"].push_back({t.begin, t.end});
+        std::string hex;
+        for (const unsigned char c : tok.token_bytes(t.id)) hex += fmt::format("{:02x}", c);
+        out["bytes"].push_back(std::move(hex));
       }
       out["special"] = tok.encode_ids(text, true);
       std::cout << out.dump() << '\n';

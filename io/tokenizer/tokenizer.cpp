@@ -224,6 +224,10 @@ void Tokenizer::Impl::encode_text(std::string_view text, EncodeState& st, std::v
 
 std::vector<Token> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
   const Impl& im = *impl_;
+  // The regex engine and the byte offsets assume UTF-8; callers check their input before (with
+  // its line number), this keeps a bad text from giving wrong ids instead of an error.
+  size_t bad = 0;
+  E3_REQUIRE(valid_utf8(text, &bad), ErrorKind::Input, "text is not valid UTF-8 (byte {} of {})", bad, text.size());
   auto st = im.acquire();
   std::vector<Token> tokens;
   tokens.reserve(text.size() / 3 + 4);

@@ -44,8 +44,9 @@ class Tokenizer {
   Tokenizer& operator=(Tokenizer&&) noexcept;
   ~Tokenizer();
 
-  // As HF's tokenizer(text, add_special_tokens=...): the same ids, offsets into `text`. `text` must
-  // be valid UTF-8 (see valid_utf8). Thread-safe: any number of threads may encode at once.
+  // As HF's tokenizer(text, add_special_tokens=...): the same ids, offsets into `text`. Text that
+  // is not valid UTF-8 (see valid_utf8) throws e3::Error(ErrorKind::Input) naming the first bad
+  // byte. Thread-safe: any number of threads may encode at once.
   std::vector<Token> encode(std::string_view text, bool add_special_tokens) const;
   std::vector<int32_t> encode_ids(std::string_view text, bool add_special_tokens) const;
 

@@ -1,0 +1,108 @@
+// The word models: HF's BPE (merges by rank, byte fallback, unk, prefixes, ignore_merges) and
+// tiktoken's rank BPE (Kimi-K2), both giving each token's byte range within the word.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace e3::tok {
+
+// Open-addressing map from byte strings to ids: the vocabulary lookups of the hot path.
+class StringIdMap {
+ public:
+  void insert(std::string_view key, int32_t id);  // a repeated key keeps the later id
+  int32_t find(std::string_view key) const;      // -1 when absent
+  size_t size() const { return count_; }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    uint32_t offset = 0, length = 0;
+    int32_t id = -1;
+  };
+  static uint64_t hash_of(std::string_view key);
+  void grow();
+  std::vector<Slot> slots_;
+  std::string arena_;
+  size_t count_ = 0;
+};
+
+struct WordToken {
+  int32_t id;
+  uint32_t begin, end;  // bytes within the word
+};
+
+// Per-thread memory of words already split (a word's tokens depend only on its bytes).
+class WordCache {
+ public:
+  const std::vector<WordToken>* find(std::string_view word) const;
+  void insert(std::string_view word, const std::vector<WordToken>& tokens);
+
+ private:
+  static constexpr size_t kCapacity = 1 << 16, kMaxWordBytes = 256;
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, std::vector<WordToken>, Hash, std::equal_to<>> map_;
+};
+
+class Bpe {
+ public:
+  // The "model" object of tokenizer.json. `byte_level`: the pre-tokenizer ends with ByteLevel, so
+  // words arrive as raw bytes and the vocabulary is read back from GPT-2's byte alphabet.
+  Bpe(const nlohmann::json& model, bool byte_level, const std::string& where);
+
+  void tokenize(std::string_view word, std::vector<WordToken>& out, WordCache& cache) const;
+  int32_t token_to_id(std::string_view token) const;  // in tokenizer.json's spelling
+  const std::vector<std::string>& id_to_token() const { return id_to_token_; }  // "" for holes
+  bool byte_level() const { return byte_level_; }
+
+ private:
+  struct Symbol {
+    int32_t id;
+    uint32_t begin, end;
+  };
+  void initial_symbols(std::string_view word, std::vector<Symbol>& syms) const;
+  void merge(std::vector<Symbol>& syms) const;
+  int64_t pair_key(int32_t a, int32_t b) const { return (int64_t(a) << 32) | uint32_t(b); }
+  bool find_merge(int32_t a, int32_t b, uint32_t* rank, int32_t* new_id) const;
+
+  bool byte_level_;
+  StringIdMap vocab_;       // the spelling of tokenizer.json
+  StringIdMap word_vocab_;  // what words are looked up in: raw bytes when byte_level_
+  std::vector<std::string> id_to_token_;
+  std::unordered_map<int64_t, std::pair<uint32_t, int32_t>> merges_;  // (a, b) -> (rank, merged id)
+  int32_t byte_ids_[256];   // byte_level_: each raw byte's token (-1 when the vocabulary lacks it)
+  int32_t byte_fallback_ids_[256];
+  int32_t unk_id_ = -1;
+  bool fuse_unk_ = false, byte_fallback_ = false, ignore_merges_ = false;
+  std::string prefix_, suffix_;
+};
+
+// tiktoken's byte-pair encoding: repeatedly join the adjacent pair whose bytes have the lowest
+// rank, the leftmost on ties, until no joined pair is in the vocabulary.
+class RankBpe {
+ public:
+  void add(std::string bytes, int32_t rank);
+  void tokenize(std::string_view piece, std::vector<WordToken>& out, WordCache& cache) const;
+  size_t size() const { return ranks_.size(); }
+  bool tokenize_has_byte(unsigned char b) const { return ranks_.find(std::string_view(reinterpret_cast<const char*>(&b), 1)) >= 0; }
+  const std::vector<std::string>& id_to_bytes() const { return id_to_bytes_; }
+
+ private:
+  StringIdMap ranks_;
+  std::vector<std::string> id_to_bytes_;
+};
+
+// GPT-2's reversible map of bytes to printable characters (HF's bytes_char) and back.
+const std::string& byte_to_char_utf8(unsigned char b);
+// The raw bytes a byte-level token stands for; false when a character is not in the alphabet.
+bool byte_level_decode(std::string_view token, std::string& out);
+
+}  // namespace e3::tok

@@ -13,7 +13,7 @@
 namespace e3::io {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // The tag a message's strings carry through the template: its index + 1 (0 is "no tag").
 int32_t tag_of_message(size_t index) { return static_cast<int32_t>(index) + 1; }
@@ -46,24 +46,48 @@ std::chrono::system_clock::time_point default_template_time() {
 }
 
 std::vector<uint8_t> mask_from_spans(const std::vector<tok::Token>& tokens, const Spans& spans,
-                                     const tok::Tokenizer& tokenizer) {
+                                     const std::vector<int32_t>& end_of_turn, std::string_view text) {
   std::vector<uint8_t> mask(tokens.size(), 0);
+  auto is_end = [&](int32_t id) { return std::binary_search(end_of_turn.begin(), end_of_turn.end(), id); };
+  auto is_blank = [&](const tok::Token& t) {
+    if (t.begin >= t.end || t.end > text.size()) return false;
+    for (size_t b = t.begin; b < t.end; ++b)
+      if (text[b] != ' ' && text[b] != '\n' && text[b] != '\t' && text[b] != '\r') return false;
+    return true;
+  };
   size_t k = 0;
   for (const auto& [begin, end] : spans) {
     while (k < tokens.size() && tokens[k].end <= begin) ++k;  // tokens wholly before the span
-    size_t reached = end;
-    for (; k < tokens.size() && tokens[k].begin < end; ++k) {
-      mask[k] = 1;
-      reached = std::max<size_t>(reached, tokens[k].end);
-    }
-    // The end-of-turn token(s): special tokens starting exactly where the reply's tokens stop,
-    // with no template text between (Llama's <|eot_id|>, ChatML's <|im_end|>).
-    for (; k < tokens.size() && tokens[k].begin == reached && tokenizer.is_special(tokens[k].id); ++k) {
-      mask[k] = 1;
-      reached = tokens[k].end;
+    for (; k < tokens.size() && tokens[k].begin < end; ++k) mask[k] = 1;
+    // The end-of-turn token(s), but only template text: a literal "<|eot_id|>" inside the reply
+    // is inside the span already, and the next turn's header is not an end token.
+    size_t j = k;
+    while (j < tokens.size() && is_blank(tokens[j]) && !is_end(tokens[j].id)) ++j;
+    if (j < tokens.size() && is_end(tokens[j].id)) {
+      for (; k <= j; ++k) mask[k] = 1;
+      while (k < tokens.size() && is_end(tokens[k].id)) mask[k++] = 1;
     }
   }
   return mask;
+}
+
+std::vector<int32_t> end_of_turn_ids(const tok::Tokenizer& tokenizer, const std::filesystem::path& dir) {
+  std::vector<int32_t> ids;
+  if (!tokenizer.config().eos_token.empty())
+    if (auto id = tokenizer.token_to_id(tokenizer.config().eos_token)) ids.push_back(*id);
+  const std::filesystem::path generation_config = dir / "generation_config.json";
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(generation_config, ec)) {
+    const json g = json::parse(RegularFile(generation_config, ErrorKind::Model, "").read_all(generation_config, ErrorKind::Model),
+                               nullptr, /*allow_exceptions=*/false);
+    E3_REQUIRE(!g.is_discarded() && g.is_object(), ErrorKind::Model, "{}: not a JSON object", generation_config.string());
+    const json eos = g.value("eos_token_id", json());
+    for (const json& v : eos.is_array() ? eos : json::array({eos}))
+      if (v.is_number_integer()) ids.push_back(v.get<int32_t>());
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
 }
 
 ChatEncoder::ChatEncoder(ChatOptions options, tok::Tokenizer tokenizer)
@@ -80,9 +104,11 @@ std::shared_ptr<const ChatEncoder> ChatEncoder::load(const ChatOptions& options)
     e->template_source_ = fmt::format("the chat template of {}", options.tokenizer_dir.string());
   }
   if (!e->template_source_.empty()) e->template_.emplace(jinja::Template::parse(source, e->template_source_));
+  e->end_of_turn_ = end_of_turn_ids(e->tokenizer_, options.tokenizer_dir);
   Fnv1a h;
   h.update(e->tokenizer_.fingerprint()).update("\n").update(source).update("\n");
   h.update(name_of(options.mask)).update("\n");
+  for (int32_t id : e->end_of_turn_) h.update(fmt::format("{} ", id));
   h.update(fmt::format("{}", std::chrono::duration_cast<std::chrono::seconds>(options.now.time_since_epoch()).count()));
   e->fingerprint_ = h.hex();
   return e;
@@ -114,8 +140,9 @@ EncodedSample ChatEncoder::encode_conversation(const Conversation& c, const std:
              where, options_.tokenizer_dir.string());
   // What HF's apply_chat_template passes: the messages, tools (None when absent), the
   // generation prompt off (the conversation is complete), and the special tokens by name.
-  json context = tokenizer_.config().template_variables.is_object() ? tokenizer_.config().template_variables
-                                                                     : json::object();
+  json context = json::object();
+  if (tokenizer_.config().template_variables.is_object())
+    for (const auto& item : tokenizer_.config().template_variables.items()) context[item.key()] = item.value();
   context["messages"] = c.messages;
   context["tools"] = c.tools;
   context["documents"] = nullptr;
@@ -152,7 +179,7 @@ EncodedSample ChatEncoder::encode_conversation(const Conversation& c, const std:
       if (o.tag > 0 && (options_.mask == MaskMode::Assistant || o.tag == last)) spans.emplace_back(o.begin, o.end);
   }
   EncodedSample s;
-  s.mask = mask_from_spans(tokens, merged(std::move(spans)), tokenizer_);
+  s.mask = mask_from_spans(tokens, merged(std::move(spans)), end_of_turn_, r.text);
   s.ids.reserve(tokens.size());
   for (const tok::Token& t : tokens) s.ids.push_back(t.id);
   if (keep_text) {

@@ -50,11 +50,17 @@ struct EncodedSample {
 // Byte ranges [begin, end) of the text whose tokens are trained on.
 using Spans = std::vector<std::pair<size_t, size_t>>;
 
-// 1 on every token overlapping a span, and on the special tokens that follow a span's end
-// directly (the end-of-turn token(s) the template writes right after the reply); 0 elsewhere.
-// `spans` sorted and disjoint.
+// 1 on every token overlapping a span, and on the end-of-turn token(s) the template writes right
+// after the reply: tokens of `end_of_turn` that follow a span's last token directly or across
+// whitespace-only template text (Llama-2's " </s>"), that whitespace included; 0 elsewhere.
+// `spans` sorted and disjoint; `end_of_turn` sorted.
 std::vector<uint8_t> mask_from_spans(const std::vector<tok::Token>& tokens, const Spans& spans,
-                                     const tok::Tokenizer& tokenizer);
+                                     const std::vector<int32_t>& end_of_turn, std::string_view text);
+
+// The ids that end a reply: the tokenizer's eos_token and generation_config.json's eos_token_id
+// (an id or a list: Llama-3.1's <|eot_id|> and <|eom_id|>, GLM-4.5's <|user|> and <|observation|>)
+// where `dir` has that file. Sorted, unique.
+std::vector<int32_t> end_of_turn_ids(const tok::Tokenizer& tokenizer, const std::filesystem::path& dir);
 
 class ChatEncoder {
  public:
@@ -65,7 +71,7 @@ class ChatEncoder {
 
   // One Messages or Text line; every problem (content, roles, a template error) is an input
   // error "WHERE: ...". Thread-safe.
-  EncodedSample encode(const nlohmann::json& doc, LineKind kind, const std::string& where, bool keep_text) const;
+  EncodedSample encode(const nlohmann::ordered_json& doc, LineKind kind, const std::string& where, bool keep_text) const;
 
   // What decides the ids and masks: the tokenizer, the template, the mask mode and the template time.
   const std::string& fingerprint() const { return fingerprint_; }
@@ -82,6 +88,7 @@ class ChatEncoder {
   tok::Tokenizer tokenizer_;
   std::optional<jinja::Template> template_;  // none: the tokenizer has no chat template
   std::string template_source_;
+  std::vector<int32_t> end_of_turn_;  // end_of_turn_ids()
   std::string fingerprint_;
 };
 

@@ -13,7 +13,7 @@
 namespace e3::io {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 constexpr size_t kMaxIdBytes = 4096;  // HDF5 keeps the id as an attribute, which must stay small
 

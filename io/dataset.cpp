@@ -32,7 +32,7 @@
 namespace e3::io {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // The contract's limits (README "Input").
 constexpr int kMaxDepth = 64;           // a sample is two levels deep; this only stops runaway nesting

@@ -57,7 +57,17 @@ class ChatSource {
   }
   const ChatEncoder& get(const std::string& where) {
     std::call_once(once_, [&] {
-      if (load_) encoder_ = load_();
+      if (!load_) return;
+      try {
+        encoder_ = load_();
+      } catch (const Error& e) {
+        // The first line that needed the tokenizer tells the user why one was read at all.
+        if (e.kind() != ErrorKind::Model) throw;
+        E3_THROW(ErrorKind::Model,
+                 "{}: this line holds text, which needs the model's tokenizer: {} (give --tokenizer DIR, "
+                 "or token-id lines)",
+                 where, e.what());
+      }
     });
     E3_REQUIRE(encoder_ != nullptr, ErrorKind::Input,
                "{}: this line holds text, which needs the model's tokenizer; none is given here", where);

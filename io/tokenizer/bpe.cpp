@@ -380,19 +380,24 @@ void Bpe::merge(std::vector<Symbol>& syms) const {
   syms.resize(w);
 }
 
+namespace {
+
+// Appends the word's tokens when it is one vocabulary entry (`whole` >= 0) or already cached.
+bool known_word(std::string_view word, int32_t whole, const WordCache& cache, std::vector<WordToken>& out) {
+  if (whole >= 0) {
+    out.push_back({whole, 0, static_cast<uint32_t>(word.size())});
+    return true;
+  }
+  const auto* hit = cache.find(word);
+  if (hit) out.insert(out.end(), hit->begin(), hit->end());
+  return hit != nullptr;
+}
+
+}  // namespace
+
 void Bpe::tokenize(std::string_view word, std::vector<WordToken>& out, WordCache& cache) const {
   if (word.empty()) return;
-  if (ignore_merges_) {
-    const int32_t id = word_vocab_.find(word);
-    if (id >= 0) {
-      out.push_back({id, 0, static_cast<uint32_t>(word.size())});
-      return;
-    }
-  }
-  if (const auto* hit = cache.find(word)) {
-    out.insert(out.end(), hit->begin(), hit->end());
-    return;
-  }
+  if (known_word(word, ignore_merges_ ? word_vocab_.find(word) : -1, cache, out)) return;
   std::vector<Symbol> syms;
   initial_symbols(word, syms);  // .begin holds each symbol's length until the end
   merge(syms);
@@ -419,15 +424,7 @@ void RankBpe::add(std::string bytes, int32_t rank) {
 
 void RankBpe::tokenize(std::string_view piece, std::vector<WordToken>& out, WordCache& cache) const {
   if (piece.empty()) return;
-  const int32_t whole = ranks_.find(piece);
-  if (whole >= 0) {
-    out.push_back({whole, 0, static_cast<uint32_t>(piece.size())});
-    return;
-  }
-  if (const auto* hit = cache.find(piece)) {
-    out.insert(out.end(), hit->begin(), hit->end());
-    return;
-  }
+  if (known_word(piece, ranks_.find(piece), cache, out)) return;
   // parts[i] is the start of part i; rank[i] the rank of parts i and i+1 joined.
   const size_t n = piece.size();
   std::vector<uint32_t> start(n + 1);

@@ -574,32 +574,34 @@ TEST(Tokenizer, InvalidUtf8IsAnInputError) {
   EXPECT_THROW(t.encode_ids("\xFF", true), e3::Error);
 }
 
+namespace {
+
+// The message of loading `dir`, which must fail with a Model error.
+std::string dir_load_error(const TempDir& dir) {
+  try {
+    Tokenizer::load(dir.path());
+  } catch (const e3::Error& e) {
+    EXPECT_EQ(e.kind(), e3::ErrorKind::Model);
+    return e.what();
+  }
+  ADD_FAILURE() << "no error loading " << dir.path();
+  return "";
+}
+
+}  // namespace
+
 TEST(Tokenizer, BadJsonFilesAreModelErrorsNamingTheFile) {
   TempDir a, b, c;
   a.write("tokenizer.json", "{\"model\": {\"type\": \"BPE\",");
-  try {
-    Tokenizer::load(a.path());
-    FAIL() << "no error";
-  } catch (const e3::Error& e) {
-    EXPECT_EQ(e.kind(), e3::ErrorKind::Model);
-    EXPECT_NE(std::string(e.what()).find((a.path() / "tokenizer.json").string()), std::string::npos) << e.what();
-  }
+  const std::string cut = dir_load_error(a);
+  EXPECT_NE(cut.find((a.path() / "tokenizer.json").string()), std::string::npos) << cut;
   b.write("tokenizer.json", "[1, 2]");
-  try {
-    Tokenizer::load(b.path());
-    FAIL() << "no error";
-  } catch (const e3::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not a tokenizer.json"), std::string::npos) << e.what();
-  }
+  const std::string list = dir_load_error(b);
+  EXPECT_NE(list.find("not a tokenizer.json"), std::string::npos) << list;
   c.write("tokenizer.json", bpe_json({"a"}).dump());
   c.write("tokenizer_config.json", "{\"bos_token\": ");
-  try {
-    Tokenizer::load(c.path());
-    FAIL() << "no error";
-  } catch (const e3::Error& e) {
-    EXPECT_EQ(e.kind(), e3::ErrorKind::Model);
-    EXPECT_NE(std::string(e.what()).find("tokenizer_config.json"), std::string::npos) << e.what();
-  }
+  const std::string config = dir_load_error(c);
+  EXPECT_NE(config.find((c.path() / "tokenizer_config.json").string()), std::string::npos) << config;
 }
 
 TEST(Tokenizer, SequencePostProcessorTrimsThenAddsTheTemplateLikeLlama3) {

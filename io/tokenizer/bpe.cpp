@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <queue>
+#include <functional>
 
 #include "core/error.h"
 #include "core/hash.h"
@@ -67,6 +67,20 @@ int32_t StringIdMap::find(std::string_view key) const {
     if (s.hash == 0) return -1;
     if (s.hash == h && s.length == key.size() && std::memcmp(arena_.data() + s.offset, key.data(), key.size()) == 0)
       return s.id;
+  }
+}
+
+// ---- PairMap
+
+void PairMap::build(const std::vector<std::pair<uint64_t, std::pair<uint32_t, int32_t>>>& entries) {
+  size_t size = 16;
+  while (size < entries.size() * 2) size *= 2;
+  slots_.assign(size, Slot{});
+  mask_ = size - 1;
+  for (const auto& [key, value] : entries) {
+    size_t i = mix(key) & mask_;
+    while (slots_[i].key != kEmpty && slots_[i].key != key) i = (i + 1) & mask_;
+    slots_[i] = Slot{key, value};
   }
 }
 
@@ -183,7 +197,8 @@ Bpe::Bpe(const nlohmann::json& model, bool byte_level, const std::string& where)
 
   const auto merges = model.find("merges");
   E3_REQUIRE(merges != model.end() && merges->is_array(), ErrorKind::Model, "{}: BPE needs a 'merges' list", where);
-  merges_.reserve(merges->size() * 2);
+  std::vector<std::pair<uint64_t, std::pair<uint32_t, int32_t>>> pairs;
+  pairs.reserve(merges->size());
   uint32_t rank = 0;
   for (size_t i = 0; i < merges->size(); ++i) {
     const auto& m = (*merges)[i];
@@ -208,18 +223,19 @@ Bpe::Bpe(const nlohmann::json& model, bool byte_level, const std::string& where)
     const std::string joined = a + (b.size() >= prefix_.size() ? b.substr(prefix_.size()) : std::string());
     const int32_t merged = vocab_.find(joined);
     E3_REQUIRE(merged >= 0, ErrorKind::Model, "{}: merges[{}] makes '{}' which is not in the vocab", where, i, joined);
-    merges_[pair_key(ia, ib)] = {rank, merged};  // a repeated pair takes its later rank, as HF's map does
+    pairs.push_back({pair_key(ia, ib), {rank, merged}});  // a repeated pair takes its later rank, as HF's map does
     ++rank;
   }
+  merges_.build(pairs);
 }
 
 int32_t Bpe::token_to_id(std::string_view token) const { return vocab_.find(token); }
 
 bool Bpe::find_merge(int32_t a, int32_t b, uint32_t* rank, int32_t* new_id) const {
-  auto it = merges_.find(pair_key(a, b));
-  if (it == merges_.end()) return false;
-  *rank = it->second.first;
-  *new_id = it->second.second;
+  const auto* hit = merges_.find(pair_key(a, b));
+  if (!hit) return false;
+  *rank = hit->first;
+  *new_id = hit->second;
   return true;
 }
 
@@ -332,26 +348,31 @@ void Bpe::merge(std::vector<Symbol>& syms) const {
       join(at);
     }
   } else {
-    using Entry = std::pair<uint64_t, int32_t>;  // (rank << 32 | position, merged id)
-    std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
+    // (rank << 32 | position): the lowest rank first, the leftmost on ties. An entry is stale when
+    // its pair changed since; a pair with the same rank is the same merge, so the rank tells.
+    std::vector<uint64_t> heap;
+    heap.reserve(n * 2);
     for (size_t i = 0; i < n; ++i)
-      if (rank[i] != kNone) queue.push({(uint64_t(rank[i]) << 32) | i, new_id[i]});
+      if (rank[i] != kNone) heap.push_back((uint64_t(rank[i]) << 32) | i);
+    const auto later = std::greater<uint64_t>();
+    std::make_heap(heap.begin(), heap.end(), later);
     std::vector<char> alive(n, 1);
-    while (!queue.empty()) {
-      const auto [key, id] = queue.top();
-      queue.pop();
+    auto push = [&](int32_t i) {
+      if (i < 0 || rank[static_cast<size_t>(i)] == kNone) return;
+      heap.push_back((uint64_t(rank[static_cast<size_t>(i)]) << 32) | static_cast<uint32_t>(i));
+      std::push_heap(heap.begin(), heap.end(), later);
+    };
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), later);
+      const uint64_t key = heap.back();
+      heap.pop_back();
       const auto i = static_cast<int32_t>(key & 0xFFFFFFFFu);
       const auto r = static_cast<uint32_t>(key >> 32);
-      // Entries go stale when a neighbour merged; the pair there now decides.
-      if (!alive[static_cast<size_t>(i)] || rank[static_cast<size_t>(i)] != r || new_id[static_cast<size_t>(i)] != id)
-        continue;
+      if (!alive[static_cast<size_t>(i)] || rank[static_cast<size_t>(i)] != r) continue;
       alive[static_cast<size_t>(next[static_cast<size_t>(i)])] = 0;
       join(i);
-      const int32_t p = prev[static_cast<size_t>(i)];
-      if (p >= 0 && rank[static_cast<size_t>(p)] != kNone)
-        queue.push({(uint64_t(rank[static_cast<size_t>(p)]) << 32) | static_cast<uint32_t>(p), new_id[static_cast<size_t>(p)]});
-      if (rank[static_cast<size_t>(i)] != kNone)
-        queue.push({(uint64_t(rank[static_cast<size_t>(i)]) << 32) | static_cast<uint32_t>(i), new_id[static_cast<size_t>(i)]});
+      push(prev[static_cast<size_t>(i)]);
+      push(i);
     }
   }
   size_t w = 0;
@@ -359,19 +380,24 @@ void Bpe::merge(std::vector<Symbol>& syms) const {
   syms.resize(w);
 }
 
+namespace {
+
+// Appends the word's tokens when it is one vocabulary entry (`whole` >= 0) or already cached.
+bool known_word(std::string_view word, int32_t whole, const WordCache& cache, std::vector<WordToken>& out) {
+  if (whole >= 0) {
+    out.push_back({whole, 0, static_cast<uint32_t>(word.size())});
+    return true;
+  }
+  const auto* hit = cache.find(word);
+  if (hit) out.insert(out.end(), hit->begin(), hit->end());
+  return hit != nullptr;
+}
+
+}  // namespace
+
 void Bpe::tokenize(std::string_view word, std::vector<WordToken>& out, WordCache& cache) const {
   if (word.empty()) return;
-  if (ignore_merges_) {
-    const int32_t id = word_vocab_.find(word);
-    if (id >= 0) {
-      out.push_back({id, 0, static_cast<uint32_t>(word.size())});
-      return;
-    }
-  }
-  if (const auto* hit = cache.find(word)) {
-    out.insert(out.end(), hit->begin(), hit->end());
-    return;
-  }
+  if (known_word(word, ignore_merges_ ? word_vocab_.find(word) : -1, cache, out)) return;
   std::vector<Symbol> syms;
   initial_symbols(word, syms);  // .begin holds each symbol's length until the end
   merge(syms);
@@ -398,15 +424,7 @@ void RankBpe::add(std::string bytes, int32_t rank) {
 
 void RankBpe::tokenize(std::string_view piece, std::vector<WordToken>& out, WordCache& cache) const {
   if (piece.empty()) return;
-  const int32_t whole = ranks_.find(piece);
-  if (whole >= 0) {
-    out.push_back({whole, 0, static_cast<uint32_t>(piece.size())});
-    return;
-  }
-  if (const auto* hit = cache.find(piece)) {
-    out.insert(out.end(), hit->begin(), hit->end());
-    return;
-  }
+  if (known_word(piece, ranks_.find(piece), cache, out)) return;
   // parts[i] is the start of part i; rank[i] the rank of parts i and i+1 joined.
   const size_t n = piece.size();
   std::vector<uint32_t> start(n + 1);

@@ -32,6 +32,36 @@ class StringIdMap {
   size_t count_ = 0;
 };
 
+// Open-addressing map from a pair of token ids to its merge (rank, merged id): the lookup of the
+// BPE merge loop, which a node-based map made the loop's main cost on long words.
+class PairMap {
+ public:
+  void build(const std::vector<std::pair<uint64_t, std::pair<uint32_t, int32_t>>>& entries);  // later keys win
+  const std::pair<uint32_t, int32_t>* find(uint64_t key) const {
+    if (slots_.empty()) return nullptr;
+    for (size_t i = mix(key) & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.key == key) return &s.value;
+      if (s.key == kEmpty) return nullptr;
+    }
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = ~uint64_t(0);  // never a key: ids are non-negative
+  static uint64_t mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
+  }
+  struct Slot {
+    uint64_t key = kEmpty;
+    std::pair<uint32_t, int32_t> value{0, -1};
+  };
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+};
+
 struct WordToken {
   int32_t id;
   uint32_t begin, end;  // bytes within the word
@@ -70,14 +100,14 @@ class Bpe {
   };
   void initial_symbols(std::string_view word, std::vector<Symbol>& syms) const;
   void merge(std::vector<Symbol>& syms) const;
-  int64_t pair_key(int32_t a, int32_t b) const { return (int64_t(a) << 32) | uint32_t(b); }
+  static uint64_t pair_key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
   bool find_merge(int32_t a, int32_t b, uint32_t* rank, int32_t* new_id) const;
 
   bool byte_level_;
   StringIdMap vocab_;       // the spelling of tokenizer.json
   StringIdMap word_vocab_;  // what words are looked up in: raw bytes when byte_level_
   std::vector<std::string> id_to_token_;
-  std::unordered_map<int64_t, std::pair<uint32_t, int32_t>> merges_;  // (a, b) -> (rank, merged id)
+  PairMap merges_;  // (a, b) -> (rank, merged id)
   int32_t byte_ids_[256];   // byte_level_: each raw byte's token (-1 when the vocabulary lacks it)
   int32_t byte_fallback_ids_[256];
   int32_t unk_id_ = -1;

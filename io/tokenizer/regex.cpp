@@ -47,7 +47,10 @@ void Regex::find_all(std::string_view text, MatchRegion& region, std::vector<std
   bool have_last = false;
   size_t last_end = 0;
   while (from <= text.size()) {
-    const int r = onig_search(reg, begin, end, begin + from, end, rgn, ONIG_OPTION_NONE);
+    // Most split patterns match at every position (their alternatives cover all characters): a
+    // match anchored where the last one ended is the leftmost one, and skips the search set-up.
+    int r = from < text.size() ? onig_match(reg, begin, end, begin + from, rgn, ONIG_OPTION_NONE) : ONIG_MISMATCH;
+    if (r == ONIG_MISMATCH) r = onig_search(reg, begin, end, begin + from, end, rgn, ONIG_OPTION_NONE);
     if (r == ONIG_MISMATCH) break;
     E3_REQUIRE(r >= 0, ErrorKind::Internal, "regex search failed ({}) for '{}'", r, pattern_);
     const auto s = static_cast<size_t>(rgn->beg[0]);

@@ -92,7 +92,10 @@ json checked_message(const json& m, size_t i, const std::string& where) {
   // An assistant turn that only calls tools may have no content (OpenAI sends null).
   const bool tool_call_only = role == Role::Assistant && m.contains("tool_calls") && !m["tool_calls"].is_null();
   E3_REQUIRE(m.contains("content") || tool_call_only, ErrorKind::Input, "{}: missing \"content\"", at);
-  if (m.contains("content")) out["content"] = content_of(m["content"], at);
+  // An absent content stays absent: templates test `message.content is defined`, and a null
+  // inserted here would render as "None".
+  if (!m.contains("content")) return out;
+  out["content"] = content_of(m["content"], at);
   E3_REQUIRE(!out["content"].is_null() || tool_call_only, ErrorKind::Input,
              "{}: \"content\" is null (only an assistant message with tool_calls may have no content)", at);
   return out;

@@ -53,7 +53,10 @@ TEST(ChatInput, OpenAiMessagesKeepTheKeysTemplatesRead) {
   ASSERT_EQ(c.messages.size(), 5u);
   EXPECT_EQ(c.assistant, (std::vector<size_t>{2, 4}));
   EXPECT_EQ(c.messages[1]["name"], "ann");
-  EXPECT_TRUE(c.messages[2]["content"].is_null());
+  EXPECT_TRUE(c.messages[2]["content"].is_null());  // given as null: kept
+  const Conversation absent = conversation(
+      R"({"messages": [{"role": "user", "content": "u"}, {"role": "assistant", "tool_calls": [{"type": "function"}]}]})");
+  EXPECT_FALSE(absent.messages[1].contains("content"));  // not given: not invented
   EXPECT_EQ(c.messages[3]["tool_call_id"], "c1");
   EXPECT_EQ(c.messages[4]["reasoning_content"], "r");
   EXPECT_EQ(c.tools.size(), 1u);

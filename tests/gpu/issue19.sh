@@ -29,6 +29,8 @@ say() { echo "$*" | tee -a "$LOG"; }
 say "== $(date -u) $(nvidia-smi --query-gpu=name --format=csv,noheader) $(nproc) cores"
 
 if [[ " $STAGES " == *" unit "* ]]; then
+  # The unit tests read tests/data by the path the build machine compiled in.
+  mkdir -p /work/wt/chat/tests && ln -sfn "$PWD/tests/data" /work/wt/chat/tests/data
   build/tests/e3_unit_tests --gtest_filter='Chat*:MaskFromSpans*:Tokenizer*:Jinja*:Dataset*' > "$OUT/unit.log" 2>&1
   say "unit: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/unit.log" | tr '\n' ' ')"
 fi

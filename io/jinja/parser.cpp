@@ -14,6 +14,7 @@ namespace {
 // Deeper nesting than this is refused rather than risking the stack (jinja2 itself would hit
 // Python's recursion limit).
 constexpr int kMaxNesting = 200;
+constexpr int kMaxNodesPerTag = 4000;
 
 class Parser {
  public:
@@ -85,7 +86,11 @@ class Parser {
     Parser& p_;
   };
 
+  // Every node of a tag's expressions counts: a chain (a + b + ..., x.a.b..., v|f|g...) is as deep
+  // a tree as nested parentheses are, and the evaluator and the tree's destructor recurse on it.
   ExprPtr make(ExprKind k, int line) {
+    if (++nodes_in_tag_ > kMaxNodesPerTag)
+      fail_at(cur(), "the tag is too long: more than " + std::to_string(kMaxNodesPerTag) + " operands and operators");
     auto e = std::make_unique<Expr>();
     e->kind = k;
     e->line = line;
@@ -111,6 +116,7 @@ class Parser {
         next();
         body.push_back(std::move(s));
       } else if (t.type == Tok::VarBegin) {
+        nodes_in_tag_ = 0;
         next();
         auto s = std::make_unique<Stmt>();
         s->kind = StmtKind::Print;
@@ -125,6 +131,7 @@ class Parser {
           return body;
         }
         next();
+        nodes_in_tag_ = 0;
         body.push_back(parse_statement(ends));
       } else {
         fail_here("unexpected token");
@@ -756,6 +763,7 @@ class Parser {
   size_t p_ = 0;
   const std::string& name_;
   int depth_ = 0;
+  int nodes_in_tag_ = 0;
   int loop_depth_ = 0;
   std::vector<std::string> open_blocks_;
 };

@@ -82,8 +82,8 @@ for (const f of readdirSync(dataDir).filter((f) => f.endsWith(".jinja")).sort())
 
 // (template, conversation, add_generation_prompt) where @huggingface/jinja 0.5.11 and Python's
 // jinja2 disagree, with what Python does ("raises" or "renders"); io/jinja must do what Python does,
-// and tests/test_jinja_render.cpp (PythonsOutcomeWhereTheJsOracleDiffers) pins the construct behind each. Found by rendering these cases
-// with Python's jinja2 under HF's settings.
+// and tests/test_jinja_render.cpp (PythonsOutcomeWhereTheJsOracleDiffers) pins the construct
+// behind each. Found by rendering these cases with Python's jinja2 under HF's settings.
 const gap = (python, why) => ({ python, why });
 const noneTrim = gap("renders", "`content | trim` of a null or missing content: Python writes 'None' or '', the JS oracle raises");
 const strPlusDict = gap("raises", "str + dict (tool arguments given as an object): Python raises TypeError, the JS oracle writes [object Object]");

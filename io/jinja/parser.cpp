@@ -422,22 +422,18 @@ class Parser {
     return e;
   }
 
-  ExprPtr parse_or() {
-    ExprPtr left = parse_and();
-    while (is_name("or")) {
+  // operand (WORD operand)*, left-associative, for the one-operator levels: `or`, `and`, `~`,
+  // `**` (jinja2 parses ** left to right, unlike Python).
+  ExprPtr left_chain(ExprPtr (Parser::*operand)(), const char* word, ExprKind kind, BinOp op = BinOp::Add) {
+    ExprPtr left = (this->*operand)();
+    while (kind == ExprKind::Bin ? is_op(word) : is_name(word)) {
       const int line = next().line;
-      left = binary(ExprKind::Or, std::move(left), parse_and(), line);
+      left = binary(kind, std::move(left), (this->*operand)(), line, op);
     }
     return left;
   }
-  ExprPtr parse_and() {
-    ExprPtr left = parse_not();
-    while (is_name("and")) {
-      const int line = next().line;
-      left = binary(ExprKind::And, std::move(left), parse_not(), line);
-    }
-    return left;
-  }
+  ExprPtr parse_or() { return left_chain(&Parser::parse_and, "or", ExprKind::Or); }
+  ExprPtr parse_and() { return left_chain(&Parser::parse_not, "and", ExprKind::And); }
   ExprPtr parse_not() {
     if (is_name("not")) {
       Depth d(*this);
@@ -488,14 +484,7 @@ class Parser {
     }
     return left;
   }
-  ExprPtr parse_concat() {
-    ExprPtr left = parse_math2();
-    while (is_op("~")) {
-      const int line = next().line;
-      left = binary(ExprKind::Bin, std::move(left), parse_math2(), line, BinOp::Concat);
-    }
-    return left;
-  }
+  ExprPtr parse_concat() { return left_chain(&Parser::parse_math2, "~", ExprKind::Bin, BinOp::Concat); }
   ExprPtr parse_math2() {
     ExprPtr left = parse_pow();
     while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
@@ -506,14 +495,8 @@ class Parser {
     }
     return left;
   }
-  ExprPtr parse_pow() {
-    ExprPtr left = parse_unary(true);
-    while (is_op("**")) {
-      const int line = next().line;
-      left = binary(ExprKind::Bin, std::move(left), parse_unary(true), line, BinOp::Pow);
-    }
-    return left;
-  }
+  ExprPtr parse_pow() { return left_chain(&Parser::parse_filtered_unary, "**", ExprKind::Bin, BinOp::Pow); }
+  ExprPtr parse_filtered_unary() { return parse_unary(true); }
   ExprPtr parse_unary(bool with_filter) {
     Depth d(*this);
     ExprPtr node;
@@ -716,11 +699,7 @@ class Parser {
       if (!start_inline) next();
       start_inline = false;
       const int line = cur().line;
-      std::string name = expect_name();
-      while (is_op(".") && look().type == Tok::Name) {
-        next();
-        name += "." + next().value;
-      }
+      std::string name = expect_dotted_name();
       auto e = make(ExprKind::Filter, line);
       e->builtin = find_filter(name);
       e->name = std::move(name);
@@ -731,14 +710,20 @@ class Parser {
     return node;
   }
 
-  ExprPtr parse_test(ExprPtr node) {
-    const int line = next().line;  // 'is'
-    const bool negated = skip_name("not");
+  // A filter's or test's name: jinja2 allows dots in it.
+  std::string expect_dotted_name() {
     std::string name = expect_name();
     while (is_op(".") && look().type == Tok::Name) {
       next();
       name += "." + next().value;
     }
+    return name;
+  }
+
+  ExprPtr parse_test(ExprPtr node) {
+    const int line = next().line;  // 'is'
+    const bool negated = skip_name("not");
+    std::string name = expect_dotted_name();
     auto e = make(ExprKind::Test, line);
     e->builtin = find_test(name);
     e->name = std::move(name);

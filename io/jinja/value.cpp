@@ -7,38 +7,18 @@
 
 namespace e3::jinja::detail {
 
-Value Value::string(Text t) {
-  Value x = with_kind(Kind::Str);
-  auto obj = std::make_shared<StrObj>();
-  obj->text = std::move(t);
-  x.heap = std::move(obj);
-  return x;
-}
+Value Value::string(Text t) { return boxed(Kind::Str, std::make_shared<StrObj>(std::move(t))); }
 
 Value Value::list(std::vector<Value> items, bool tuple) {
-  Value x = with_kind(Kind::List);
-  auto obj = std::make_shared<ListObj>();
-  obj->items = std::move(items);
-  obj->tuple = tuple;
-  x.heap = std::move(obj);
-  return x;
+  return boxed(Kind::List, std::make_shared<ListObj>(std::move(items), tuple));
 }
 
 Value Value::dict(std::vector<std::pair<Value, Value>> items) {
-  Value x = with_kind(Kind::Dict);
-  auto obj = std::make_shared<DictObj>();
-  obj->items = std::move(items);
-  x.heap = std::move(obj);
-  return x;
+  return boxed(Kind::Dict, std::make_shared<DictObj>(std::move(items)));
 }
 
 Value Value::undefined(std::string hint, bool unsafe) {
-  Value x = with_kind(Kind::Undefined);
-  auto obj = std::make_shared<UndefObj>();
-  obj->hint = std::move(hint);
-  obj->unsafe = unsafe;
-  x.heap = std::move(obj);
-  return x;
+  return boxed(Kind::Undefined, std::make_shared<UndefObj>(std::move(hint), unsafe));
 }
 
 const Text& Value::text() const { return static_cast<const StrObj&>(*heap).text; }
@@ -53,24 +33,18 @@ const Value* CallArgs::kwarg(std::string_view name) const {
 }
 
 Value make_function(std::string name, std::function<Value(Interp&, CallArgs&)> fn) {
-  Value x;
-  x.kind = Kind::Callable;
   auto obj = std::make_shared<FnObj>();
   obj->name = std::move(name);
   obj->fn = std::move(fn);
-  x.heap = std::move(obj);
-  return x;
+  return Value::boxed(Kind::Callable, std::move(obj));
 }
 
 Value make_method(const Value& self, std::string method, std::string name) {
-  Value x;
-  x.kind = Kind::Callable;
   auto obj = std::make_shared<FnObj>();
   obj->name = std::move(name);
   obj->self = self;
   obj->method = std::move(method);
-  x.heap = std::move(obj);
-  return x;
+  return Value::boxed(Kind::Callable, std::move(obj));
 }
 
 namespace {
@@ -142,12 +116,7 @@ FnObj::~FnObj() {
 }
 
 Value make_namespace(std::vector<std::pair<std::string, Value>> attrs) {
-  Value x;
-  x.kind = Kind::Namespace;
-  auto obj = std::make_shared<NsObj>();
-  obj->attrs = std::move(attrs);
-  x.heap = std::move(obj);
-  return x;
+  return Value::boxed(Kind::Namespace, std::make_shared<NsObj>(std::move(attrs)));
 }
 
 bool truthy(const Value& v) {

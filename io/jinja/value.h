@@ -63,6 +63,12 @@ struct Value {
   // Undefined with the message jinja2 gives when it is used (`'x' is undefined`, ...); `unsafe`
   // marks the sandbox's refusal (a mutating method), which raises on a call.
   static Value undefined(std::string hint, bool unsafe = false);
+  // A value of kind `k` whose object is `heap` (the constructors above and the functions below).
+  static Value boxed(Kind k, std::shared_ptr<const Heap> heap) {
+    Value x = with_kind(k);
+    x.heap = std::move(heap);
+    return x;
+  }
 
   bool is_undefined() const { return kind == Kind::Undefined; }
   bool is_none() const { return kind == Kind::None; }
@@ -86,25 +92,30 @@ struct Value {
 };
 
 struct StrObj final : Heap {
+  explicit StrObj(Text t) : text(std::move(t)) {}
   Text text;
 };
 // The containers free what they alone hold without recursing (see value.cpp): a template can
 // build nesting of any depth, one level per loop iteration.
 struct ListObj final : Heap {
+  ListObj(std::vector<Value> i, bool t) : items(std::move(i)), tuple(t) {}
   std::vector<Value> items;
   bool tuple = false;
   ~ListObj() override;
 };
 struct DictObj final : Heap {
+  explicit DictObj(std::vector<std::pair<Value, Value>> i) : items(std::move(i)) {}
   std::vector<std::pair<Value, Value>> items;
   ~DictObj() override;
 };
 struct UndefObj final : Heap {
+  UndefObj(std::string h, bool u) : hint(std::move(h)), unsafe(u) {}
   std::string hint;
   bool unsafe = false;
 };
 // The one mutable object of the language: {% set ns.x = ... %}.
 struct NsObj final : Heap {
+  explicit NsObj(std::vector<std::pair<std::string, Value>> a) : attrs(std::move(a)) {}
   mutable std::vector<std::pair<std::string, Value>> attrs;
   ~NsObj() override;
 };

@@ -532,7 +532,10 @@ Value f_float(Interp&, const Value& v, CallArgs& a) {
 Value f_abs(Interp&, const Value& v, CallArgs& a) {
   Args p(a, "abs", {});
   if (v.kind == Kind::Float) return Value::number(std::fabs(v.f));
-  if (v.is_int_like()) return Value::integer(checked(v.as_int() == INT64_MIN, v.as_int() < 0 ? -v.as_int() : v.as_int()));
+  if (v.is_int_like()) {
+    checked(v.as_int() == INT64_MIN, 0);  // before negating: -INT64_MIN overflows
+    return Value::integer(v.as_int() < 0 ? -v.as_int() : v.as_int());
+  }
   if (v.is_undefined()) fail_undefined(v);
   throw JinjaError("bad operand type for abs(): '" + type_name(v) + "'");
 }
@@ -1042,7 +1045,9 @@ Value g_namespace(Interp& in, CallArgs& a) {
     if (k.kind != Kind::Str) throw JinjaError("namespace keys must be strings");
     attrs.emplace_back(k.str(), std::move(v));
   }
-  return make_namespace(std::move(attrs));
+  Value ns = make_namespace(std::move(attrs));
+  in.adopt_namespace(ns);
+  return ns;
 }
 
 Value g_raise_exception(Interp&, CallArgs& a) {

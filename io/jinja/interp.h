@@ -28,6 +28,11 @@ struct LoopObj;
 class Interp {
  public:
   Interp(const Program& program, const RenderOptions& options);
+  // Empties the namespaces still alive: a namespace can hold itself (ns.me = ns), a cycle that
+  // reference counting alone would never free.
+  ~Interp();
+  Interp(const Interp&) = delete;
+  Interp& operator=(const Interp&) = delete;
 
   Rendered run(std::shared_ptr<Frame> root);
 
@@ -40,6 +45,8 @@ class Interp {
   static constexpr size_t kBytesPerStep = 256;
   // Refuses a string or output that would exceed max_output_bytes.
   void check_size(size_t bytes) const;
+  // Remembers a namespace made during the render, for the destructor.
+  void adopt_namespace(const Value& ns);
   // Refuses recursion past the stack budget (deep templates, recursive macros and loops).
   void check_stack() const;
   Value call(const Value& callee, CallArgs& args);
@@ -80,6 +87,8 @@ class Interp {
   mutable uint64_t steps_ = 0;
   int call_depth_ = 0;
   uintptr_t stack_base_ = 0;  // the frame address where run() began
+  std::vector<std::weak_ptr<const Heap>> namespaces_;
+  size_t namespaces_pruned_at_ = 512;
   int line_ = 0;
   friend struct LoopAccess;
 };

@@ -1,6 +1,7 @@
 // Walks the parsed template over the context: jinja2's scoping (a fresh scope per loop iteration
 // and per macro call, `if` shares its scope), Undefined, loops and macros, and the output with
 // its provenance.
+#include <algorithm>
 #include <cstdint>
 #include <unordered_map>
 
@@ -51,6 +52,26 @@ void Frame::set(std::string_view name, Value v) {
 }
 
 Interp::Interp(const Program& program, const RenderOptions& options) : program_(program), options_(options) {}
+
+Interp::~Interp() {
+  for (const auto& weak : namespaces_) {
+    if (auto ns = weak.lock()) {
+      auto attrs = std::move(static_cast<const NsObj&>(*ns).attrs);
+      static_cast<const NsObj&>(*ns).attrs.clear();
+    }  // the attributes die here, and with them any cycle through this namespace
+  }
+}
+
+void Interp::adopt_namespace(const Value& ns) {
+  step();
+  // Forget the namespaces already freed whenever the list doubles: it stays as long as the live
+  // ones, however many a loop makes and drops.
+  if (namespaces_.size() >= namespaces_pruned_at_ * 2) {
+    std::erase_if(namespaces_, [](const std::weak_ptr<const Heap>& w) { return w.expired(); });
+    namespaces_pruned_at_ = std::max<size_t>(namespaces_.size(), 512);
+  }
+  namespaces_.push_back(ns.heap);
+}
 
 void Interp::step(uint64_t n) const {
   steps_ += n;
@@ -386,7 +407,7 @@ Value Interp::eval_filter(const Expr& e, const std::shared_ptr<Frame>& frame, co
   else target = eval(*e.args[0], frame);
   CallArgs args = eval_args(e, frame, 1);
   line_ = e.line;
-  if (!e.builtin) throw JinjaError("No filter named '" + e.name + "'.");
+  if (!e.builtin) throw JinjaError("No filter named '" + e.name + "' found.");
   return e.builtin(*this, target, args);
 }
 
@@ -625,7 +646,7 @@ Value Interp::eval(const Expr& e, const std::shared_ptr<Frame>& frame) {
       const Value target = eval(*e.args[0], frame);
       CallArgs args = eval_args(e, frame, 1);
       line_ = e.line;
-      if (!e.builtin) throw JinjaError("No test named '" + e.name + "'.");
+      if (!e.builtin) throw JinjaError("No test named '" + e.name + "' found.");
       return e.builtin(*this, target, args);
     }
     case ExprKind::Cond: {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "io/jinja/strings.h"
 
@@ -54,11 +55,13 @@ Value dict_items(const Value& d) {
 Value Interp::call_method(const Value& obj, const std::string& name, CallArgs& args) {
   if (is_mutating(obj, name)) unsafe(name, obj);
   if (obj.kind == Kind::Str) {
+    step(obj.str().size() / kBytesPerStep);
     bool found = false;
     Value r = str_method(*this, obj, name, args, &found);
     if (found) return r;
   } else if (obj.kind == Kind::List) {
     const auto& items = obj.items();
+    step(items.size());
     if (name == "copy") {
       max_args(args, 0, "copy");
       return Value::list(items, obj.is_tuple());
@@ -111,9 +114,7 @@ Value Interp::getattr(const Value& obj, const std::string& name) {
       if (is_method(obj, name)) {
         if (is_mutating(obj, name))
           return Value::undefined("access to attribute '" + name + "' of '" + type_name(obj) + "' object is unsafe.", true);
-        Value self = obj;
-        return make_function(type_name(obj) + "." + name,
-                             [self, name](Interp& in, CallArgs& a) { return in.call_method(self, name, a); });
+        return make_method(obj, name, type_name(obj) + "." + name);
       }
       if (obj.kind == Kind::Dict)
         if (const Value* v = dict_find(obj, name)) return *v;
@@ -147,7 +148,8 @@ Value Interp::getattr(const Value& obj, const std::string& name) {
         auto keep = std::static_pointer_cast<const LoopObj>(obj.heap);
         return make_function("loop.changed", [keep](Interp&, CallArgs& a) {
           const bool changed = !keep->changed_seen || keep->last_changed.size() != a.pos.size() ||
-                               !std::equal(a.pos.begin(), a.pos.end(), keep->last_changed.begin(), equals);
+                               !std::equal(a.pos.begin(), a.pos.end(), keep->last_changed.begin(),
+                                           [](const Value& x, const Value& y) { return equals(x, y); });
           keep->changed_seen = true;
           keep->last_changed = a.pos;
           return Value::boolean(changed);
@@ -173,15 +175,24 @@ int64_t checked(bool overflow, int64_t v) {
   return v;
 }
 
+// The size of `n` copies of something of `size` (bytes or items), refused past the output limit.
+size_t repeated_size(size_t size, int64_t n, const Interp& in) {
+  size_t total = 0;
+  if (n <= 0) return 0;
+  if (__builtin_mul_overflow(size, static_cast<uint64_t>(n), &total)) total = SIZE_MAX;
+  in.check_size(total);
+  return total;
+}
+
 Value repeat(const Value& seq, int64_t n, const Interp& in) {
   if (seq.kind == Kind::Str) {
     Text out;
-    if (n > 0) in.check_size(seq.str().size() * static_cast<size_t>(n));
+    in.step(repeated_size(seq.str().size(), n, in) / Interp::kBytesPerStep);
     for (int64_t k = 0; k < n; ++k) out.append(seq.text());
     return Value::string(std::move(out));
   }
   std::vector<Value> out;
-  if (n > 0) in.check_size(seq.items().size() * static_cast<size_t>(n));
+  in.step(repeated_size(seq.items().size(), n, in));
   for (int64_t k = 0; k < n; ++k) out.insert(out.end(), seq.items().begin(), seq.items().end());
   return Value::list(std::move(out), seq.is_tuple());
 }
@@ -199,6 +210,7 @@ Value Interp::binary(BinOp op, const Value& a, const Value& b) {
     Text t = to_text(a);
     t.append(to_text(b));
     check_size(t.size());
+    step(t.size() / kBytesPerStep);
     return Value::string(std::move(t));
   }
   if (a.is_undefined()) fail_undefined(a);
@@ -217,9 +229,11 @@ Value Interp::binary(BinOp op, const Value& a, const Value& b) {
         Text t = a.text();
         t.append(b.text());
         check_size(t.size());
+        step(t.size() / kBytesPerStep);
         return Value::string(std::move(t));
       }
       if (a.kind == Kind::List && b.kind == Kind::List && a.is_tuple() == b.is_tuple()) {
+        step(a.items().size() + b.items().size());
         std::vector<Value> items = a.items();
         items.insert(items.end(), b.items().begin(), b.items().end());
         return Value::list(std::move(items), a.is_tuple());
@@ -254,6 +268,7 @@ Value Interp::binary(BinOp op, const Value& a, const Value& b) {
       if (!nums) bad_operands("//", a, b);
       if (ints) {
         if (b.as_int() == 0) throw JinjaError("integer division or modulo by zero");
+        checked(a.as_int() == INT64_MIN && b.as_int() == -1, 0);
         return Value::integer(floor_div(a.as_int(), b.as_int()));
       }
       if (b.as_float() == 0.0) throw JinjaError("float floor division by zero");
@@ -266,6 +281,7 @@ Value Interp::binary(BinOp op, const Value& a, const Value& b) {
       if (!nums) bad_operands("%", a, b);
       if (ints) {
         if (b.as_int() == 0) throw JinjaError("integer division or modulo by zero");
+        if (b.as_int() == -1) return Value::integer(0);  // INT64_MIN % -1 traps in C++
         const int64_t m = a.as_int() % b.as_int();
         return Value::integer((m != 0 && ((m < 0) != (b.as_int() < 0))) ? m + b.as_int() : m);
       } else {
@@ -490,13 +506,15 @@ Value f_int(Interp&, const Value& v, CallArgs& a) {
   Args p(a, "int", {"default", "base"});
   const Value def = p.get(0) ? *p.get(0) : Value::integer(0);
   const int base = static_cast<int>(p.integer(1, 10));
+  if (v.is_undefined()) fail_undefined(v);  // int(Undefined) raises, which do_int does not catch
   if (v.is_int_like()) return Value::integer(v.as_int());
-  if (v.kind == Kind::Float) return std::isfinite(v.f) ? Value::integer(static_cast<int64_t>(std::trunc(v.f))) : def;
+  // int(nan) is a ValueError, which do_int catches; int(inf) an OverflowError, which it does not.
+  if (v.kind == Kind::Float) return std::isnan(v.f) ? def : Value::integer(float_to_int(v.f));
   if (v.kind == Kind::Str) {
     int64_t i = 0;
     if (parse_int_text(v.str(), base, &i)) return Value::integer(i);
     double d = 0;
-    if (parse_float_text(v.str(), &d) && std::isfinite(d)) return Value::integer(static_cast<int64_t>(std::trunc(d)));
+    if (parse_float_text(v.str(), &d) && !std::isnan(d)) return Value::integer(float_to_int(d));
   }
   return def;
 }
@@ -504,6 +522,7 @@ Value f_int(Interp&, const Value& v, CallArgs& a) {
 Value f_float(Interp&, const Value& v, CallArgs& a) {
   Args p(a, "float", {"default"});
   const Value def = p.get(0) ? *p.get(0) : Value::number(0.0);
+  if (v.is_undefined()) fail_undefined(v);
   if (v.is_number()) return Value::number(v.as_float());
   double d = 0;
   if (v.kind == Kind::Str && parse_float_text(v.str(), &d)) return Value::number(d);
@@ -513,7 +532,10 @@ Value f_float(Interp&, const Value& v, CallArgs& a) {
 Value f_abs(Interp&, const Value& v, CallArgs& a) {
   Args p(a, "abs", {});
   if (v.kind == Kind::Float) return Value::number(std::fabs(v.f));
-  if (v.is_int_like()) return Value::integer(v.as_int() < 0 ? -v.as_int() : v.as_int());
+  if (v.is_int_like()) {
+    checked(v.as_int() == INT64_MIN, 0);  // before negating: -INT64_MIN overflows
+    return Value::integer(v.as_int() < 0 ? -v.as_int() : v.as_int());
+  }
   if (v.is_undefined()) fail_undefined(v);
   throw JinjaError("bad operand type for abs(): '" + type_name(v) + "'");
 }
@@ -665,15 +687,39 @@ Value f_sort(Interp& in, const Value& v, CallArgs& a) {
   return Value::list(std::move(out));
 }
 
+// What Python's set hashes a key as: equal keys (1, 1.0, True) give equal strings; lists, dicts
+// and the like are unhashable, as in Python.
+void append_hash_key(std::string& out, const Value& v, int depth) {
+  if (depth > kMaxValueDepth) throw JinjaError("maximum recursion depth exceeded while hashing");
+  switch (v.kind) {
+    case Kind::None: out += 'N'; return;
+    case Kind::Bool:
+    case Kind::Int: out += 'i' + std::to_string(v.as_int()) + ';'; return;
+    case Kind::Float:
+      if (std::trunc(v.f) == v.f && std::fabs(v.f) < 9.2e18) out += 'i' + std::to_string(static_cast<int64_t>(v.f)) + ';';
+      else out += 'f' + float_repr(v.f) + ';';
+      return;
+    case Kind::Str: out += 's' + std::to_string(v.str().size()) + ':' + v.str(); return;
+    case Kind::List:
+      if (v.is_tuple()) {
+        out += '(';
+        for (const auto& x : v.items()) append_hash_key(out, x, depth + 1);
+        out += ')';
+        return;
+      }
+      [[fallthrough]];
+    default: throw JinjaError("unhashable type: '" + type_name(v) + "'");
+  }
+}
+
 Value f_unique(Interp& in, const Value& v, CallArgs& a) {
   Args p(a, "unique", {"case_sensitive", "attribute"});
-  std::vector<Value> seen, out;
+  std::unordered_set<std::string> seen;
+  std::vector<Value> out;
   for (auto& item : in.iterate(v)) {
-    Value k = sort_key(in, item, p.flag(0), p.get(1));
-    if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return equals(s, k); })) {
-      seen.push_back(std::move(k));
-      out.push_back(item);
-    }
+    std::string key;
+    append_hash_key(key, sort_key(in, item, p.flag(0), p.get(1)), 0);
+    if (seen.insert(std::move(key)).second) out.push_back(item);
   }
   return Value::list(std::move(out));
 }
@@ -776,7 +822,10 @@ Value f_format(Interp& in, const Value& v, CallArgs& a) {
 Value f_attr(Interp& in, const Value& v, CallArgs& a) {
   Args p(a, "attr", {"name"});
   if (!p.get(0)) throw JinjaError("attr() missing the attribute name");
-  return in.getattr(v, to_text(*p.get(0)).str());
+  const std::string name = to_text(*p.get(0)).str();
+  // Python's getattr only: a dict's keys are not its attributes.
+  if (v.kind == Kind::Dict && !is_method(v, name)) return Value::undefined("'dict object' has no attribute '" + name + "'");
+  return in.getattr(v, name);
 }
 
 Value f_map(Interp& in, const Value& v, CallArgs& a) {
@@ -892,14 +941,14 @@ int64_t int_operand(const Value& v, const char* test) {
   if (v.is_undefined()) fail_undefined(v);
   if (!v.is_int_like() && v.kind != Kind::Float)
     throw JinjaError(std::string("the test '") + test + "' needs a number, not " + type_name(v));
-  return v.kind == Kind::Float ? static_cast<int64_t>(v.f) : v.as_int();
+  return v.kind == Kind::Float ? float_to_int(v.f) : v.as_int();
 }
 Value t_odd(Interp&, const Value& v, CallArgs&) { return Value::boolean(int_operand(v, "odd") % 2 != 0); }
 Value t_even(Interp&, const Value& v, CallArgs&) { return Value::boolean(int_operand(v, "even") % 2 == 0); }
 Value t_divisibleby(Interp&, const Value& v, CallArgs& a) {
   const int64_t d = int_operand(test_arg(a, "divisibleby"), "divisibleby");
   if (d == 0) throw JinjaError("integer division or modulo by zero");
-  return Value::boolean(int_operand(v, "divisibleby") % d == 0);
+  return Value::boolean(d == -1 || int_operand(v, "divisibleby") % d == 0);  // INT64_MIN % -1 traps
 }
 Value t_eq(Interp&, const Value& v, CallArgs& a) { return Value::boolean(equals(v, test_arg(a, "eq"))); }
 Value t_ne(Interp&, const Value& v, CallArgs& a) { return Value::boolean(!equals(v, test_arg(a, "ne"))); }
@@ -996,7 +1045,9 @@ Value g_namespace(Interp& in, CallArgs& a) {
     if (k.kind != Kind::Str) throw JinjaError("namespace keys must be strings");
     attrs.emplace_back(k.str(), std::move(v));
   }
-  return make_namespace(std::move(attrs));
+  Value ns = make_namespace(std::move(attrs));
+  in.adopt_namespace(ns);
+  return ns;
 }
 
 Value g_raise_exception(Interp&, CallArgs& a) {

@@ -2,6 +2,7 @@
 // operations on values that both the evaluator and the builtins (filters, tests, methods) use.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -27,15 +28,27 @@ struct LoopObj;
 class Interp {
  public:
   Interp(const Program& program, const RenderOptions& options);
+  // Empties the namespaces still alive: a namespace can hold itself (ns.me = ns), a cycle that
+  // reference counting alone would never free.
+  ~Interp();
+  Interp(const Interp&) = delete;
+  Interp& operator=(const Interp&) = delete;
 
   Rendered run(std::shared_ptr<Frame> root);
 
   // ---- shared with the builtins
   const RenderOptions& options() const { return options_; }
-  // Counts a loop iteration or call against max_steps.
-  void step();
+  // Counts work against max_steps: a loop iteration or call is one step, walking or copying a
+  // sequence one step per item (or per kBytesPerStep bytes of a string), so that a template's
+  // running time is bounded whatever it loops over.
+  void step(uint64_t n = 1) const;
+  static constexpr size_t kBytesPerStep = 256;
   // Refuses a string or output that would exceed max_output_bytes.
   void check_size(size_t bytes) const;
+  // Remembers a namespace made during the render, for the destructor.
+  void adopt_namespace(const Value& ns);
+  // Refuses recursion past the stack budget (deep templates, recursive macros and loops).
+  void check_stack() const;
   Value call(const Value& callee, CallArgs& args);
   Value getattr(const Value& obj, const std::string& name);
   Value getitem(const Value& obj, const Value& key);
@@ -71,8 +84,11 @@ class Interp {
   Text* out_ = nullptr;
   Text root_out_;
   std::vector<std::pair<size_t, size_t>> generation_;
-  uint64_t steps_ = 0;
+  mutable uint64_t steps_ = 0;
   int call_depth_ = 0;
+  uintptr_t stack_base_ = 0;  // the frame address where run() began
+  std::vector<std::weak_ptr<const Heap>> namespaces_;
+  size_t namespaces_pruned_at_ = 512;
   int line_ = 0;
   friend struct LoopAccess;
 };

@@ -1,5 +1,6 @@
 #include "io/jinja/lexer.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "core/error.h"
@@ -95,21 +96,28 @@ class Lexer {
     E3_THROW(ErrorKind::Input, "{}:{}:{}: {}", name_, line, col, what);
   }
 
-  // Line and column of byte `at`; counted forward from the last position asked for.
+  // Line and column (in code points) of byte `at`; counted forward from the last position asked
+  // for, so that lexing stays linear however long a line is.
   void position(size_t at, int* line, int* col) {
     if (at < pos_cache_) {
       pos_cache_ = 0;
       line_cache_ = 1;
-      line_start_ = 0;
+      col_cache_ = 1;
     }
-    for (; pos_cache_ < at && pos_cache_ < s_.size(); ++pos_cache_) {
+    while (pos_cache_ < at && pos_cache_ < s_.size()) {
       if (s_[pos_cache_] == '\n') {
         ++line_cache_;
-        line_start_ = pos_cache_ + 1;
+        col_cache_ = 1;
+        ++pos_cache_;
+        continue;
       }
+      size_t len = 0;
+      decode_at(s_, pos_cache_, &len);
+      pos_cache_ += pos_cache_ + len <= at ? len : 1;
+      ++col_cache_;
     }
     *line = line_cache_;
-    *col = static_cast<int>(count_code_points(std::string_view(s_).substr(line_start_, at - line_start_))) + 1;
+    *col = col_cache_;
   }
 
   size_t find_tag(size_t pos) const {
@@ -280,7 +288,32 @@ class Lexer {
     return j;
   }
 
+  // 0b.., 0o.., 0x.. as jinja2's integer_re (underscores between digits allowed).
+  int digit_in(char c, int base) const {
+    const int d = hex_value(c);
+    return d >= 0 && d < base ? d : -1;
+  }
   size_t lex_number(size_t i) {
+    const int base = s_[i] != '0' || i + 2 >= s_.size() ? 10
+                     : (s_[i + 1] | 0x20) == 'x' ? 16 : (s_[i + 1] | 0x20) == 'o' ? 8 : (s_[i + 1] | 0x20) == 'b' ? 2 : 10;
+    if (base != 10 && digit_in(s_[i + 2], base) >= 0) {
+      size_t j = i + 2;
+      int64_t v = 0;
+      while (j < s_.size() && (digit_in(s_[j], base) >= 0 || (s_[j] == '_' && j + 1 < s_.size() && digit_in(s_[j + 1], base) >= 0))) {
+        if (s_[j] != '_') {
+          if (v > (INT64_MAX - base) / base) fail(i, "number out of range: " + std::string(s_.substr(i, j - i)));
+          v = v * base + digit_in(s_[j], base);
+        }
+        ++j;
+      }
+      Token t;
+      t.type = Tok::Int;
+      position(i, &t.line, &t.col);
+      t.value = std::string(s_.substr(i, j - i));
+      t.ival = v;
+      tokens_.push_back(std::move(t));
+      return j;
+    }
     size_t j = digits(i);
     bool is_float = false;
     if (j + 1 < s_.size() && s_[j] == '.' && is_dig(s_[j + 1])) {
@@ -385,8 +418,8 @@ class Lexer {
   std::string s_;
   const std::string& name_;
   std::vector<Token> tokens_;
-  size_t pos_cache_ = 0, line_start_ = 0;
-  int line_cache_ = 1;
+  size_t pos_cache_ = 0;
+  int line_cache_ = 1, col_cache_ = 1;
 };
 
 }  // namespace

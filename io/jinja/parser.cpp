@@ -14,6 +14,7 @@ namespace {
 // Deeper nesting than this is refused rather than risking the stack (jinja2 itself would hit
 // Python's recursion limit).
 constexpr int kMaxNesting = 200;
+constexpr int kMaxNodesPerTag = 4000;
 
 class Parser {
  public:
@@ -74,7 +75,30 @@ class Parser {
   }
   void expect_block_end() {
     if (cur().type != Tok::BlockEnd) fail_at(cur(), "expected the end of the statement block, got " + describe(cur()));
+    fail_unknown_names();
     next();
+  }
+
+  // jinja2 refuses an unknown filter or test when it compiles the template, except in a "soft"
+  // place (an if's test and bodies, a conditional expression) where it fails only if reached;
+  // loops' and macros' bodies are hard again. The unknown names of a tag wait here until its end,
+  // since `x|f if c else y` turns out to be a conditional expression only after `x|f`.
+  struct UnknownName {
+    Token at;
+    std::string what;
+  };
+  struct Softness {
+    Softness(Parser& p, bool soft) : p_(p), saved_(p.soft_) { p_.soft_ = soft; }
+    ~Softness() { p_.soft_ = saved_; }
+    Parser& p_;
+    bool saved_;
+  };
+  void note_unknown(const Token& at, std::string what, bool strict) {
+    if (strict) fail_at(at, what);
+    if (!soft_) unknown_.push_back({at, std::move(what)});
+  }
+  void fail_unknown_names() {
+    if (!unknown_.empty()) fail_at(unknown_.front().at, unknown_.front().what);
   }
 
   struct Depth {
@@ -85,7 +109,11 @@ class Parser {
     Parser& p_;
   };
 
+  // Every node of a tag's expressions counts: a chain (a + b + ..., x.a.b..., v|f|g...) is as deep
+  // a tree as nested parentheses are, and the evaluator and the tree's destructor recurse on it.
   ExprPtr make(ExprKind k, int line) {
+    if (++nodes_in_tag_ > kMaxNodesPerTag)
+      fail_at(cur(), "the tag is too long: more than " + std::to_string(kMaxNodesPerTag) + " operands and operators");
     auto e = std::make_unique<Expr>();
     e->kind = k;
     e->line = line;
@@ -111,12 +139,14 @@ class Parser {
         next();
         body.push_back(std::move(s));
       } else if (t.type == Tok::VarBegin) {
+        nodes_in_tag_ = 0;
         next();
         auto s = std::make_unique<Stmt>();
         s->kind = StmtKind::Print;
         s->line = t.line;
         s->expr = parse_tuple(true, {});
         if (cur().type != Tok::VarEnd) fail_here("expected the end of the print statement");
+        fail_unknown_names();
         next();
         body.push_back(std::move(s));
       } else if (t.type == Tok::BlockBegin) {
@@ -125,6 +155,7 @@ class Parser {
           return body;
         }
         next();
+        nodes_in_tag_ = 0;
         body.push_back(parse_statement(ends));
       } else {
         fail_here("unexpected token");
@@ -154,7 +185,7 @@ class Parser {
     if (tag == "call") return parse_call_block(std::move(s));
     if (tag == "filter") {
       s->kind = StmtKind::FilterBlock;
-      s->filter = parse_filter(nullptr, true);
+      s->filter = parse_filter(nullptr, true, true);
       expect_block_end();
       s->body = parse_block("filter", {"endfilter"});
       return s;
@@ -211,6 +242,7 @@ class Parser {
     if (skip_name("recursive")) s->recursive = true;
     expect_block_end();
     open_blocks_.push_back("for");
+    Softness hard(*this, false);
     ++loop_depth_;
     s->body = subparse({"endfor", "else"});
     --loop_depth_;
@@ -235,6 +267,7 @@ class Parser {
   }
 
   std::unique_ptr<Stmt> parse_if(std::unique_ptr<Stmt> s) {
+    Softness soft(*this, true);
     s->kind = StmtKind::If;
     open_blocks_.push_back("if");
     ExprPtr test = parse_tuple(false, {});
@@ -280,7 +313,7 @@ class Parser {
     }
     if (s->tuple_target) fail_here("expected '='");
     s->kind = StmtKind::SetBlock;
-    if (is_op("|")) s->filter = parse_filter(nullptr, false);
+    if (is_op("|")) s->filter = parse_filter(nullptr, false, true);
     expect_block_end();
     s->body = parse_block("set", {"endset"});
     return s;
@@ -306,6 +339,7 @@ class Parser {
     expect_block_end();
     const int saved = loop_depth_;
     loop_depth_ = 0;
+    Softness hard(*this, false);
     s->macro->body = parse_block("macro", {"endmacro"});
     loop_depth_ = saved;
     scan_special_names(*s->macro);
@@ -320,6 +354,7 @@ class Parser {
     s->expr = parse_expression(true);
     if (s->expr->kind != ExprKind::Call) fail_at(cur(), "expected a call expression after 'call'");
     expect_block_end();
+    Softness hard(*this, false);
     s->macro->body = parse_block("call", {"endcall"});
     scan_special_names(*s->macro);
     return s;
@@ -392,7 +427,10 @@ class Parser {
 
   ExprPtr parse_condexpr() {
     Depth d(*this);
+    const size_t unknown_before = unknown_.size();
     ExprPtr expr1 = parse_or();
+    if (is_name("if")) unknown_.resize(unknown_before);
+    Softness soft(*this, soft_ || is_name("if"));
     while (is_name("if")) {
       const int line = next().line;
       ExprPtr expr2 = parse_or();
@@ -415,22 +453,18 @@ class Parser {
     return e;
   }
 
-  ExprPtr parse_or() {
-    ExprPtr left = parse_and();
-    while (is_name("or")) {
+  // operand (WORD operand)*, left-associative, for the one-operator levels: `or`, `and`, `~`,
+  // `**` (jinja2 parses ** left to right, unlike Python).
+  ExprPtr left_chain(ExprPtr (Parser::*operand)(), const char* word, ExprKind kind, BinOp op = BinOp::Add) {
+    ExprPtr left = (this->*operand)();
+    while (kind == ExprKind::Bin ? is_op(word) : is_name(word)) {
       const int line = next().line;
-      left = binary(ExprKind::Or, std::move(left), parse_and(), line);
+      left = binary(kind, std::move(left), (this->*operand)(), line, op);
     }
     return left;
   }
-  ExprPtr parse_and() {
-    ExprPtr left = parse_not();
-    while (is_name("and")) {
-      const int line = next().line;
-      left = binary(ExprKind::And, std::move(left), parse_not(), line);
-    }
-    return left;
-  }
+  ExprPtr parse_or() { return left_chain(&Parser::parse_and, "or", ExprKind::Or); }
+  ExprPtr parse_and() { return left_chain(&Parser::parse_not, "and", ExprKind::And); }
   ExprPtr parse_not() {
     if (is_name("not")) {
       Depth d(*this);
@@ -481,14 +515,7 @@ class Parser {
     }
     return left;
   }
-  ExprPtr parse_concat() {
-    ExprPtr left = parse_math2();
-    while (is_op("~")) {
-      const int line = next().line;
-      left = binary(ExprKind::Bin, std::move(left), parse_math2(), line, BinOp::Concat);
-    }
-    return left;
-  }
+  ExprPtr parse_concat() { return left_chain(&Parser::parse_math2, "~", ExprKind::Bin, BinOp::Concat); }
   ExprPtr parse_math2() {
     ExprPtr left = parse_pow();
     while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
@@ -499,14 +526,8 @@ class Parser {
     }
     return left;
   }
-  ExprPtr parse_pow() {
-    ExprPtr left = parse_unary(true);
-    while (is_op("**")) {
-      const int line = next().line;
-      left = binary(ExprKind::Bin, std::move(left), parse_unary(true), line, BinOp::Pow);
-    }
-    return left;
-  }
+  ExprPtr parse_pow() { return left_chain(&Parser::parse_filtered_unary, "**", ExprKind::Bin, BinOp::Pow); }
+  ExprPtr parse_filtered_unary() { return parse_unary(true); }
   ExprPtr parse_unary(bool with_filter) {
     Depth d(*this);
     ExprPtr node;
@@ -704,18 +725,15 @@ class Parser {
   }
 
   // `| name(args) | name ...`; with start_inline the first '|' is absent (a filter block).
-  ExprPtr parse_filter(ExprPtr node, bool start_inline) {
+  ExprPtr parse_filter(ExprPtr node, bool start_inline, bool strict = false) {
     while (is_op("|") || start_inline) {
       if (!start_inline) next();
       start_inline = false;
-      const int line = cur().line;
-      std::string name = expect_name();
-      while (is_op(".") && look().type == Tok::Name) {
-        next();
-        name += "." + next().value;
-      }
-      auto e = make(ExprKind::Filter, line);
+      const Token at = cur();
+      std::string name = expect_dotted_name();
+      auto e = make(ExprKind::Filter, at.line);
       e->builtin = find_filter(name);
+      if (!e->builtin) note_unknown(at, "No filter named '" + name + "'.", strict);
       e->name = std::move(name);
       e->args.push_back(std::move(node));
       if (is_op("(")) parse_call_args(e.get());
@@ -724,16 +742,24 @@ class Parser {
     return node;
   }
 
-  ExprPtr parse_test(ExprPtr node) {
-    const int line = next().line;  // 'is'
-    const bool negated = skip_name("not");
+  // A filter's or test's name: jinja2 allows dots in it.
+  std::string expect_dotted_name() {
     std::string name = expect_name();
     while (is_op(".") && look().type == Tok::Name) {
       next();
       name += "." + next().value;
     }
+    return name;
+  }
+
+  ExprPtr parse_test(ExprPtr node) {
+    const int line = next().line;  // 'is'
+    const bool negated = skip_name("not");
+    const Token at = cur();
+    std::string name = expect_dotted_name();
     auto e = make(ExprKind::Test, line);
     e->builtin = find_test(name);
+    if (!e->builtin) note_unknown(at, "No test named '" + name + "'.", false);
     e->name = std::move(name);
     e->args.push_back(std::move(node));
     const Token& t = cur();
@@ -756,6 +782,9 @@ class Parser {
   size_t p_ = 0;
   const std::string& name_;
   int depth_ = 0;
+  int nodes_in_tag_ = 0;
+  bool soft_ = false;
+  std::vector<UnknownName> unknown_;
   int loop_depth_ = 0;
   std::vector<std::string> open_blocks_;
 };

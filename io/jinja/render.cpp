@@ -1,6 +1,8 @@
 // Walks the parsed template over the context: jinja2's scoping (a fresh scope per loop iteration
 // and per macro call, `if` shares its scope), Undefined, loops and macros, and the output with
 // its provenance.
+#include <algorithm>
+#include <cstdint>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -13,6 +15,12 @@ namespace {
 // Macro calls and recursive loops nest at most this deep: a template recursing without end gets
 // an error, never a stack overflow.
 constexpr int kMaxCallDepth = 100;
+// The evaluator recurses on the template's tree and on macro calls; past this much stack a render
+// ends with an error, whatever the mix of nesting and recursion, long before a thread's stack
+// (8 MiB by default) runs out.
+constexpr uintptr_t kStackBudget = uintptr_t{2} << 20;
+
+uintptr_t frame_address() { return reinterpret_cast<uintptr_t>(__builtin_frame_address(0)); }
 
 struct Restore {
   Text*& slot;
@@ -45,10 +53,38 @@ void Frame::set(std::string_view name, Value v) {
 
 Interp::Interp(const Program& program, const RenderOptions& options) : program_(program), options_(options) {}
 
-void Interp::step() {
-  if (++steps_ > options_.max_steps)
+Interp::~Interp() {
+  for (const auto& weak : namespaces_) {
+    if (auto ns = weak.lock()) {
+      auto attrs = std::move(static_cast<const NsObj&>(*ns).attrs);
+      static_cast<const NsObj&>(*ns).attrs.clear();
+    }  // the attributes die here, and with them any cycle through this namespace
+  }
+}
+
+void Interp::adopt_namespace(const Value& ns) {
+  step();
+  // Forget the namespaces already freed whenever the list doubles: it stays as long as the live
+  // ones, however many a loop makes and drops.
+  if (namespaces_.size() >= namespaces_pruned_at_ * 2) {
+    std::erase_if(namespaces_, [](const std::weak_ptr<const Heap>& w) { return w.expired(); });
+    namespaces_pruned_at_ = std::max<size_t>(namespaces_.size(), 512);
+  }
+  namespaces_.push_back(ns.heap);
+}
+
+void Interp::step(uint64_t n) const {
+  steps_ += n;
+  if (steps_ > options_.max_steps)
     throw JinjaError("the template ran more than " + std::to_string(options_.max_steps) +
-                     " loop iterations and calls; a template this busy is refused");
+                     " steps (loop iterations, calls, items walked or copied); a template this busy is refused");
+}
+
+void Interp::check_stack() const {
+  const uintptr_t here = frame_address();
+  if (here < stack_base_ && stack_base_ - here > kStackBudget)
+    throw JinjaError("the template nests or recurses too deeply (more than " + std::to_string(kStackBudget >> 20) +
+                     " MiB of stack)");
 }
 
 void Interp::check_size(size_t bytes) const {
@@ -58,6 +94,7 @@ void Interp::check_size(size_t bytes) const {
 
 Rendered Interp::run(std::shared_ptr<Frame> root) {
   out_ = &root_out_;
+  stack_base_ = frame_address();
   try {
     exec(program_.body, root);
   } catch (const JinjaError& e) {
@@ -111,6 +148,7 @@ void Interp::assign(Frame& frame, const Stmt& s, const Value& v) {
 
 Interp::Flow Interp::exec_stmt(const Stmt& s, const std::shared_ptr<Frame>& frame) {
   line_ = s.line;
+  check_stack();
   switch (s.kind) {
     case StmtKind::Data:
       out_->append(s.data.text());
@@ -325,7 +363,10 @@ CallArgs Interp::eval_args(const Expr& e, const std::shared_ptr<Frame>& frame, s
 
 Value Interp::call(const Value& callee, CallArgs& args) {
   switch (callee.kind) {
-    case Kind::Callable: return static_cast<const FnObj&>(*callee.heap).fn(*this, args);
+    case Kind::Callable: {
+      const auto& f = static_cast<const FnObj&>(*callee.heap);
+      return f.method.empty() ? f.fn(*this, args) : call_method(f.self, f.method, args);
+    }
     case Kind::Loop: {
       if (args.pos.size() != 1) throw JinjaError("loop() takes exactly one argument");
       return run_loop_again(static_cast<const LoopObj&>(*callee.heap), args.pos[0]);
@@ -366,7 +407,7 @@ Value Interp::eval_filter(const Expr& e, const std::shared_ptr<Frame>& frame, co
   else target = eval(*e.args[0], frame);
   CallArgs args = eval_args(e, frame, 1);
   line_ = e.line;
-  if (!e.builtin) throw JinjaError("No filter named '" + e.name + "'.");
+  if (!e.builtin) throw JinjaError("No filter named '" + e.name + "' found.");
   return e.builtin(*this, target, args);
 }
 
@@ -471,8 +512,9 @@ Value Interp::getitem(const Value& obj, const Value& key) {
 std::vector<Value> Interp::iterate(const Value& v) const {
   switch (v.kind) {
     case Kind::Undefined: return {};
-    case Kind::List: return v.items();
+    case Kind::List: step(v.items().size()); return v.items();
     case Kind::Dict: {
+      step(v.entries().size());
       std::vector<Value> keys;
       keys.reserve(v.entries().size());
       for (const auto& [k, x] : v.entries()) keys.push_back(k);
@@ -481,6 +523,7 @@ std::vector<Value> Interp::iterate(const Value& v) const {
     case Kind::Str: {
       std::vector<Value> chars;
       const auto offsets = code_point_offsets(v.str());
+      step(offsets.size());
       chars.reserve(offsets.size());
       for (size_t k = 0; k + 1 < offsets.size(); ++k) chars.push_back(Value::string(v.text().slice(offsets[k], offsets[k + 1])));
       return chars;
@@ -496,17 +539,20 @@ bool Interp::contains(const Value& c, const Value& item) const {
       if (item.is_undefined()) fail_undefined(item);
       if (item.kind != Kind::Str)
         throw JinjaError("'in <string>' requires string as left operand, not " + type_name(item));
+      step(c.str().size() / kBytesPerStep);
       return c.str().find(item.str()) != std::string::npos;
     case Kind::List:
+      step(c.items().size());
       for (const auto& x : c.items())
         if (equals(x, item)) return true;
       return false;
-    case Kind::Dict: return dict_find(c, item) != nullptr;
+    case Kind::Dict: step(c.entries().size()); return dict_find(c, item) != nullptr;
     default: throw JinjaError("argument of type '" + type_name(c) + "' is not iterable");
   }
 }
 
 Value Interp::eval(const Expr& e, const std::shared_ptr<Frame>& frame) {
+  check_stack();
   switch (e.kind) {
     case ExprKind::Const: return e.value;
     case ExprKind::Name: return lookup(e.name, *frame);
@@ -540,7 +586,10 @@ Value Interp::eval(const Expr& e, const std::shared_ptr<Frame>& frame) {
       if (v.is_undefined()) fail_undefined(v);
       const bool neg = e.kind == ExprKind::Neg;
       if (v.kind == Kind::Float) return Value::number(neg ? -v.f : v.f);
-      if (v.is_int_like()) return Value::integer(neg ? -v.as_int() : v.as_int());
+      if (v.is_int_like()) {
+        if (neg && v.as_int() == INT64_MIN) throw JinjaError("integer overflow: the result does not fit in 64 bits");
+        return Value::integer(neg ? -v.as_int() : v.as_int());
+      }
       throw JinjaError(std::string("bad operand type for unary ") + (neg ? "-" : "+") + ": '" + type_name(v) + "'");
     }
     case ExprKind::Not: return Value::boolean(!truthy(eval(*e.args[0], frame)));
@@ -597,7 +646,7 @@ Value Interp::eval(const Expr& e, const std::shared_ptr<Frame>& frame) {
       const Value target = eval(*e.args[0], frame);
       CallArgs args = eval_args(e, frame, 1);
       line_ = e.line;
-      if (!e.builtin) throw JinjaError("No test named '" + e.name + "'.");
+      if (!e.builtin) throw JinjaError("No test named '" + e.name + "' found.");
       return e.builtin(*this, target, args);
     }
     case ExprKind::Cond: {

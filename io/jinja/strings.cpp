@@ -244,6 +244,19 @@ struct Spec {
   char type = 0;
 };
 
+// A width or precision in a format spec; capped so that a long digit run cannot overflow (the
+// caller then refuses what exceeds the output limit).
+int64_t read_count(std::string_view s, size_t& i) {
+  int64_t v = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) v = std::min<int64_t>(v * 10 + (s[i++] - '0'), int64_t{1} << 40);
+  return v;
+}
+
+void check_spec(const Spec& spec, const Interp& in) {
+  in.check_size(static_cast<size_t>(std::max<int64_t>(spec.width, 0)));
+  in.check_size(static_cast<size_t>(std::max<int64_t>(spec.precision, 0)));
+}
+
 Text pad(const Text& body, const Spec& spec, char default_align) {
   const int64_t n = static_cast<int64_t>(count_code_points(body.str()));
   if (spec.width <= n) return body;
@@ -309,9 +322,9 @@ Text format_number(const Value& v, Spec spec) {
       const int prec = spec.precision < 0 ? 6 : static_cast<int>(spec.precision);
       char fmt[16];
       std::snprintf(fmt, sizeof fmt, "%%%s.*%c", spec.alt ? "#" : "", percent ? 'f' : type);
-      char buf[512];
-      std::snprintf(buf, sizeof buf, fmt, prec, x);
-      body = buf;
+      body.assign(static_cast<size_t>(std::snprintf(nullptr, 0, fmt, prec, x)) + 1, '\0');
+      std::snprintf(body.data(), body.size(), fmt, prec, x);
+      body.pop_back();
       if (std::isinf(x) || std::isnan(x)) {
         std::transform(body.begin(), body.end(), body.begin(), [&](char ch) {
           return (type >= 'A' && type <= 'Z') ? static_cast<char>(std::toupper(ch)) : static_cast<char>(std::tolower(ch));
@@ -353,7 +366,8 @@ Text format_value(const Value& v, const Spec& spec) {
     return pad(t, spec, '<');
   }
   if (v.kind == Kind::Bool && spec.type == 0) return pad(to_text(v), spec, '<');
-  if (!v.is_number()) throw JinjaError(std::string("Unknown format code '") + spec.type + "' for object of type '" + type_name(v) + "'");
+  if (!v.is_number() || (spec.type && std::string_view("bcdoxXneEfFgG%").find(spec.type) == std::string_view::npos))
+    throw JinjaError(std::string("Unknown format code '") + spec.type + "' for object of type '" + type_name(v) + "'");
   if (v.kind == Kind::Float && (spec.type == 'd' || spec.type == 'x' || spec.type == 'X' || spec.type == 'o' || spec.type == 'b' || spec.type == 'c'))
     throw JinjaError(std::string("Unknown format code '") + spec.type + "' for object of type 'float'");
   return format_number(v, spec);
@@ -379,15 +393,14 @@ Spec parse_format_spec(std::string_view s) {
   if (i < s.size() && s[i] == '#') spec.alt = true, ++i;
   if (i < s.size() && s[i] == '0') spec.zero = true, ++i;
   if (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
-    spec.width = 0;
-    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) spec.width = spec.width * 10 + (s[i++] - '0');
+    spec.width = read_count(s, i);
   }
   if (i < s.size() && (s[i] == ',' || s[i] == '_')) spec.grouping = s[i++];
   if (i < s.size() && s[i] == '.') {
     ++i;
     spec.precision = 0;
     if (i >= s.size() || !std::isdigit(static_cast<unsigned char>(s[i]))) throw JinjaError("Format specifier missing precision");
-    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) spec.precision = spec.precision * 10 + (s[i++] - '0');
+    spec.precision = read_count(s, i);
   }
   if (i < s.size()) spec.type = s[i++];
   if (i != s.size()) throw JinjaError("Invalid format specifier");
@@ -436,13 +449,11 @@ Text percent_format(const Text& fmt, const Value& args, const Interp& in) {
       else spec.zero = true;
     }
     if (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) {
-      spec.width = 0;
-      while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) spec.width = spec.width * 10 + (s[j++] - '0');
+      spec.width = read_count(s, j);
     }
     if (j < s.size() && s[j] == '.') {
       ++j;
-      spec.precision = 0;
-      while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) spec.precision = spec.precision * 10 + (s[j++] - '0');
+      spec.precision = read_count(s, j);
     }
     while (j < s.size() && (s[j] == 'h' || s[j] == 'l' || s[j] == 'L')) ++j;
     if (j >= s.size()) throw JinjaError("incomplete format");
@@ -456,6 +467,7 @@ Text percent_format(const Text& fmt, const Value& args, const Interp& in) {
       }
     }
     if (left) spec.align = '<';
+    check_spec(spec, in);
     Text piece;
     if (conv == 's' || conv == 'r' || conv == 'a') {
       Text t;
@@ -473,7 +485,7 @@ Text percent_format(const Text& fmt, const Value& args, const Interp& in) {
       Value num = *arg;
       if (conv == 'd' || conv == 'i' || conv == 'u') {
         spec.type = 'd';
-        num = Value::integer(arg->kind == Kind::Float ? static_cast<int64_t>(std::trunc(arg->f)) : arg->as_int());
+        num = Value::integer(arg->kind == Kind::Float ? float_to_int(arg->f) : arg->as_int());
       } else if (conv == 'x' || conv == 'X' || conv == 'o' || conv == 'c') {
         if (arg->kind == Kind::Float) throw JinjaError(std::string("%") + conv + " format: an integer is required, not float");
         spec.type = conv;
@@ -571,7 +583,9 @@ Text str_format(const Text& fmt, const CallArgs& args, Interp& in) {
     } else if (conversion) {
       throw JinjaError(std::string("Unknown conversion specifier ") + conversion);
     }
-    out.append(format_value(v, parse_format_spec(spec_text)));
+    const Spec spec = parse_format_spec(spec_text);
+    check_spec(spec, in);
+    out.append(format_value(v, spec));
     in.check_size(out.size());
     plain = close + 1;
     i = close;

@@ -33,8 +33,9 @@ struct Rendered {
 struct RenderOptions {
   std::chrono::system_clock::time_point now{};  // what strftime_now formats (in local time, as HF does)
   // A hostile template must end with a clear error, not exhaust the machine: no string or output
-  // may grow past max_output_bytes, and the loop iterations and macro calls of one render are
-  // counted against max_steps.
+  // may grow past max_output_bytes, and the work of one render (loop iterations, calls, items of
+  // sequences walked or copied) is counted against max_steps. Nesting and recursion end with an
+  // error too (a render needs at most about 3 MiB of stack).
   size_t max_output_bytes = size_t{64} << 20;
   uint64_t max_steps = 20'000'000;
 };

@@ -7,38 +7,18 @@
 
 namespace e3::jinja::detail {
 
-Value Value::string(Text t) {
-  Value x = with_kind(Kind::Str);
-  auto obj = std::make_shared<StrObj>();
-  obj->text = std::move(t);
-  x.heap = std::move(obj);
-  return x;
-}
+Value Value::string(Text t) { return boxed(Kind::Str, std::make_shared<StrObj>(std::move(t))); }
 
 Value Value::list(std::vector<Value> items, bool tuple) {
-  Value x = with_kind(Kind::List);
-  auto obj = std::make_shared<ListObj>();
-  obj->items = std::move(items);
-  obj->tuple = tuple;
-  x.heap = std::move(obj);
-  return x;
+  return boxed(Kind::List, std::make_shared<ListObj>(std::move(items), tuple));
 }
 
 Value Value::dict(std::vector<std::pair<Value, Value>> items) {
-  Value x = with_kind(Kind::Dict);
-  auto obj = std::make_shared<DictObj>();
-  obj->items = std::move(items);
-  x.heap = std::move(obj);
-  return x;
+  return boxed(Kind::Dict, std::make_shared<DictObj>(std::move(items)));
 }
 
 Value Value::undefined(std::string hint, bool unsafe) {
-  Value x = with_kind(Kind::Undefined);
-  auto obj = std::make_shared<UndefObj>();
-  obj->hint = std::move(hint);
-  obj->unsafe = unsafe;
-  x.heap = std::move(obj);
-  return x;
+  return boxed(Kind::Undefined, std::make_shared<UndefObj>(std::move(hint), unsafe));
 }
 
 const Text& Value::text() const { return static_cast<const StrObj&>(*heap).text; }
@@ -53,22 +33,90 @@ const Value* CallArgs::kwarg(std::string_view name) const {
 }
 
 Value make_function(std::string name, std::function<Value(Interp&, CallArgs&)> fn) {
-  Value x;
-  x.kind = Kind::Callable;
   auto obj = std::make_shared<FnObj>();
   obj->name = std::move(name);
   obj->fn = std::move(fn);
-  x.heap = std::move(obj);
-  return x;
+  return Value::boxed(Kind::Callable, std::move(obj));
+}
+
+Value make_method(const Value& self, std::string method, std::string name) {
+  auto obj = std::make_shared<FnObj>();
+  obj->name = std::move(name);
+  obj->self = self;
+  obj->method = std::move(method);
+  return Value::boxed(Kind::Callable, std::move(obj));
+}
+
+namespace {
+
+// Freeing a value nested N deep would recurse N times through the destructors. Instead each
+// container, as it dies, moves out the containers only it holds, and frees them one by one from
+// a list here, each of them handing over its own children the same way.
+using Pending = std::vector<std::shared_ptr<const Heap>>;
+
+void take_if_sole(Value& v, Pending& pending) {
+  if (v.heap && v.heap.use_count() == 1 &&
+      (v.kind == Kind::List || v.kind == Kind::Dict || v.kind == Kind::Namespace || v.kind == Kind::Callable))
+    pending.push_back(std::move(v.heap));
+}
+
+// The children of a container that is being freed (its last owner is gone, so nothing else can
+// see it change).
+void take_children(const Heap& h, Pending& pending) {
+  Heap& m = const_cast<Heap&>(h);
+  if (auto* l = dynamic_cast<ListObj*>(&m)) {
+    for (auto& x : l->items) take_if_sole(x, pending);
+  } else if (auto* d = dynamic_cast<DictObj*>(&m)) {
+    for (auto& [k, x] : d->items) {
+      take_if_sole(k, pending);
+      take_if_sole(x, pending);
+    }
+  } else if (auto* n = dynamic_cast<NsObj*>(&m)) {
+    for (auto& [k, x] : n->attrs) take_if_sole(x, pending);
+  } else if (auto* f = dynamic_cast<FnObj*>(&m)) {
+    take_if_sole(f->self, pending);
+  }
+}
+
+void free_pending(Pending& pending) {
+  while (!pending.empty()) {
+    std::shared_ptr<const Heap> h = std::move(pending.back());
+    pending.pop_back();
+    take_children(*h, pending);
+  }  // h dies here with no sole-owned children left, so its destructor does not recurse
+}
+
+}  // namespace
+
+ListObj::~ListObj() {
+  Pending pending;
+  for (auto& x : items) take_if_sole(x, pending);
+  free_pending(pending);
+}
+
+DictObj::~DictObj() {
+  Pending pending;
+  for (auto& [k, x] : items) {
+    take_if_sole(k, pending);
+    take_if_sole(x, pending);
+  }
+  free_pending(pending);
+}
+
+NsObj::~NsObj() {
+  Pending pending;
+  for (auto& [k, x] : attrs) take_if_sole(x, pending);
+  free_pending(pending);
+}
+
+FnObj::~FnObj() {
+  Pending pending;
+  take_if_sole(self, pending);
+  free_pending(pending);
 }
 
 Value make_namespace(std::vector<std::pair<std::string, Value>> attrs) {
-  Value x;
-  x.kind = Kind::Namespace;
-  auto obj = std::make_shared<NsObj>();
-  obj->attrs = std::move(attrs);
-  x.heap = std::move(obj);
-  return x;
+  return Value::boxed(Kind::Namespace, std::make_shared<NsObj>(std::move(attrs)));
 }
 
 bool truthy(const Value& v) {
@@ -85,7 +133,8 @@ bool truthy(const Value& v) {
   }
 }
 
-bool equals(const Value& a, const Value& b) {
+bool equals(const Value& a, const Value& b, int depth) {
+  if (depth > kMaxValueDepth) throw JinjaError("maximum recursion depth exceeded in comparison");
   if (a.is_number() && b.is_number()) {
     if (a.kind == Kind::Float || b.kind == Kind::Float) return a.as_float() == b.as_float();
     return a.as_int() == b.as_int();
@@ -100,7 +149,7 @@ bool equals(const Value& a, const Value& b) {
       const auto &x = a.items(), &y = b.items();
       if (x.size() != y.size()) return false;
       for (size_t k = 0; k < x.size(); ++k)
-        if (!equals(x[k], y[k])) return false;
+        if (!equals(x[k], y[k], depth + 1)) return false;
       return true;
     }
     case Kind::Dict: {
@@ -108,7 +157,7 @@ bool equals(const Value& a, const Value& b) {
       if (x.size() != y.size()) return false;
       for (const auto& [k, v] : x) {
         const Value* other = dict_find(b, k);
-        if (!other || !equals(v, *other)) return false;
+        if (!other || !equals(v, *other, depth + 1)) return false;
       }
       return true;
     }
@@ -116,7 +165,8 @@ bool equals(const Value& a, const Value& b) {
   }
 }
 
-int compare(const Value& a, const Value& b, std::string_view op) {
+int compare(const Value& a, const Value& b, std::string_view op, int depth) {
+  if (depth > kMaxValueDepth) throw JinjaError("maximum recursion depth exceeded in comparison");
   if (a.is_number() && b.is_number()) {
     if (a.kind == Kind::Float || b.kind == Kind::Float) {
       const double x = a.as_float(), y = b.as_float();
@@ -134,8 +184,8 @@ int compare(const Value& a, const Value& b, std::string_view op) {
   if (a.kind == Kind::List && b.kind == Kind::List && a.is_tuple() == b.is_tuple()) {
     const auto &x = a.items(), &y = b.items();
     for (size_t k = 0; k < x.size() && k < y.size(); ++k) {
-      if (equals(x[k], y[k])) continue;
-      return compare(x[k], y[k], op);
+      if (equals(x[k], y[k], depth + 1)) continue;
+      return compare(x[k], y[k], op, depth + 1);
     }
     return x.size() < y.size() ? -1 : (x.size() > y.size() ? 1 : 0);
   }
@@ -183,6 +233,16 @@ const Value* dict_find(const Value& dict, std::string_view key) {
   for (const auto& [k, v] : dict.entries())
     if (k.kind == Kind::Str && k.str() == key) return &v;
   return nullptr;
+}
+
+int64_t float_to_int(double f) {
+  if (std::isnan(f)) throw JinjaError("cannot convert float NaN to integer");
+  if (std::isinf(f)) throw JinjaError("cannot convert float infinity to integer");
+  const double t = std::trunc(f);
+  // [-2**63, 2**63): both bounds are exact doubles.
+  if (t < -9223372036854775808.0 || t >= 9223372036854775808.0)
+    throw JinjaError("integer overflow: the result does not fit in 64 bits");
+  return static_cast<int64_t>(t);
 }
 
 std::string float_repr(double f) {
@@ -276,7 +336,8 @@ void append_str_repr(Text& out, const Value& v) {
 
 }  // namespace
 
-void append_repr(Text& out, const Value& v) {
+void append_repr(Text& out, const Value& v, int depth) {
+  if (depth > kMaxValueDepth) throw JinjaError("maximum recursion depth exceeded while getting the repr of an object");
   switch (v.kind) {
     case Kind::Str: append_str_repr(out, v); return;
     case Kind::Undefined: out.append("Undefined", v.tag); return;
@@ -286,7 +347,7 @@ void append_repr(Text& out, const Value& v) {
       const auto& items = v.items();
       for (size_t k = 0; k < items.size(); ++k) {
         if (k) out.append(", ", v.tag);
-        append_repr(out, items[k]);
+        append_repr(out, items[k], depth + 1);
       }
       if (tuple && items.size() == 1) out.append(",", v.tag);
       out.append(tuple ? ")" : "]", v.tag);
@@ -298,18 +359,19 @@ void append_repr(Text& out, const Value& v) {
       for (const auto& [k, x] : v.entries()) {
         if (!first) out.append(", ", v.tag);
         first = false;
-        append_repr(out, k);
+        append_repr(out, k, depth + 1);
         out.append(": ", v.tag);
-        append_repr(out, x);
+        append_repr(out, x, depth + 1);
       }
       out.append("}", v.tag);
       return;
     }
-    default: append_str(out, v);
+    default: append_str(out, v, depth);
   }
 }
 
-void append_str(Text& out, const Value& v) {
+void append_str(Text& out, const Value& v, int depth) {
+  if (depth > kMaxValueDepth) throw JinjaError("maximum recursion depth exceeded while getting the str of an object");
   switch (v.kind) {
     case Kind::Undefined: return;
     case Kind::None: out.append("None", v.tag); return;
@@ -318,7 +380,7 @@ void append_str(Text& out, const Value& v) {
     case Kind::Float: out.append(float_repr(v.f), v.tag); return;
     case Kind::Str: out.append(v.text()); return;
     case Kind::List:
-    case Kind::Dict: append_repr(out, v); return;
+    case Kind::Dict: append_repr(out, v, depth); return;
     case Kind::Namespace: {
       out.append("<Namespace {");
       bool first = true;
@@ -327,7 +389,7 @@ void append_str(Text& out, const Value& v) {
         first = false;
         append_repr(out, Value::string(k));
         out.append(": ");
-        append_repr(out, x);
+        append_repr(out, x, depth + 1);
       }
       out.append("}>");
       return;
@@ -400,7 +462,7 @@ Text json_key(const Value& k) {
 }  // namespace
 
 void append_json(Text& out, const Value& v, const JsonOptions& o, int depth) {
-  if (depth > 200) throw JinjaError("tojson: the value nests too deeply");
+  if (depth > kMaxValueDepth) throw JinjaError("tojson: the value nests too deeply");
   auto newline = [&](int level) {
     if (!o.has_indent) return;
     std::string nl = "\n";

@@ -63,6 +63,12 @@ struct Value {
   // Undefined with the message jinja2 gives when it is used (`'x' is undefined`, ...); `unsafe`
   // marks the sandbox's refusal (a mutating method), which raises on a call.
   static Value undefined(std::string hint, bool unsafe = false);
+  // A value of kind `k` whose object is `heap` (the constructors above and the functions below).
+  static Value boxed(Kind k, std::shared_ptr<const Heap> heap) {
+    Value x = with_kind(k);
+    x.heap = std::move(heap);
+    return x;
+  }
 
   bool is_undefined() const { return kind == Kind::Undefined; }
   bool is_none() const { return kind == Kind::None; }
@@ -86,22 +92,32 @@ struct Value {
 };
 
 struct StrObj final : Heap {
+  explicit StrObj(Text t) : text(std::move(t)) {}
   Text text;
 };
+// The containers free what they alone hold without recursing (see value.cpp): a template can
+// build nesting of any depth, one level per loop iteration.
 struct ListObj final : Heap {
+  ListObj(std::vector<Value> i, bool t) : items(std::move(i)), tuple(t) {}
   std::vector<Value> items;
   bool tuple = false;
+  ~ListObj() override;
 };
 struct DictObj final : Heap {
+  explicit DictObj(std::vector<std::pair<Value, Value>> i) : items(std::move(i)) {}
   std::vector<std::pair<Value, Value>> items;
+  ~DictObj() override;
 };
 struct UndefObj final : Heap {
+  UndefObj(std::string h, bool u) : hint(std::move(h)), unsafe(u) {}
   std::string hint;
   bool unsafe = false;
 };
 // The one mutable object of the language: {% set ns.x = ... %}.
 struct NsObj final : Heap {
+  explicit NsObj(std::vector<std::pair<std::string, Value>> a) : attrs(std::move(a)) {}
   mutable std::vector<std::pair<std::string, Value>> attrs;
+  ~NsObj() override;
 };
 
 class Interp;
@@ -110,18 +126,23 @@ struct CallArgs {
   std::vector<std::pair<std::string, Value>> kw;
   const Value* kwarg(std::string_view name) const;
 };
+// A function, or a bound method (`method` of `self`, what `'x'.upper` gives).
 struct FnObj final : Heap {
   std::string name;
   std::function<Value(Interp&, CallArgs&)> fn;
+  Value self;
+  std::string method;
+  ~FnObj() override;
 };
 
 Value make_function(std::string name, std::function<Value(Interp&, CallArgs&)> fn);
+Value make_method(const Value& self, std::string method, std::string name);
 Value make_namespace(std::vector<std::pair<std::string, Value>> attrs);
 
 // Python's semantics.
 bool truthy(const Value& v);
-bool equals(const Value& a, const Value& b);
-int compare(const Value& a, const Value& b, std::string_view op);  // <0, 0, >0; TypeError when unordered
+bool equals(const Value& a, const Value& b, int depth = 0);
+int compare(const Value& a, const Value& b, std::string_view op, int depth = 0);  // <0, 0, >0; TypeError when unordered
 std::string type_name(const Value& v);                              // "str", "int", "NoneType", ...
 std::string object_repr(const Value& v);                            // "'dict object'", "'None'" for messages
 [[noreturn]] void fail_undefined(const Value& v);
@@ -130,10 +151,15 @@ const Value* dict_find(const Value& dict, const Value& key);
 const Value* dict_find(const Value& dict, std::string_view key);
 
 // str(v) and repr(v), appended to `out`; strings' tags and tagged values' tags follow.
-void append_str(Text& out, const Value& v);
-void append_repr(Text& out, const Value& v);
+// Values nesting deeper than kMaxValueDepth (a template can build them) are refused, as Python's
+// recursion limit refuses them, rather than overflowing the stack.
+constexpr int kMaxValueDepth = 200;
+void append_str(Text& out, const Value& v, int depth = 0);
+void append_repr(Text& out, const Value& v, int depth = 0);
 Text to_text(const Value& v);
 std::string float_repr(double f);
+// Python's int(f) where the result fits in 64 bits; OverflowError / ValueError as Python otherwise.
+int64_t float_to_int(double f);
 
 struct JsonOptions {
   bool ensure_ascii = false;

@@ -7,7 +7,7 @@
 //
 // Where @huggingface/jinja differs from Python's jinja2 (which HF transformers uses), io/jinja
 // follows Python; the cases where the JS oracle is known to be wrong are listed in KNOWN_JS_GAPS
-// with the reason, and a unit test (tests/test_jinja_python.cpp) pins Python's behaviour there.
+// with the reason, and a unit test (tests/test_jinja_render.cpp) pins Python's behaviour there.
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -82,8 +82,8 @@ for (const f of readdirSync(dataDir).filter((f) => f.endsWith(".jinja")).sort())
 
 // (template, conversation, add_generation_prompt) where @huggingface/jinja 0.5.11 and Python's
 // jinja2 disagree, with what Python does ("raises" or "renders"); io/jinja must do what Python does,
-// and tests/test_jinja_python.cpp pins the construct behind each. Found by rendering these cases
-// with Python's jinja2 under HF's settings.
+// and tests/test_jinja_render.cpp (PythonsOutcomeWhereTheJsOracleDiffers) pins the construct
+// behind each. Found by rendering these cases with Python's jinja2 under HF's settings.
 const gap = (python, why) => ({ python, why });
 const noneTrim = gap("renders", "`content | trim` of a null or missing content: Python writes 'None' or '', the JS oracle raises");
 const strPlusDict = gap("raises", "str + dict (tool arguments given as an object): Python raises TypeError, the JS oracle writes [object Object]");

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "io/tokenizer/bpe.h"
+#include "io/tokenizer/regex.h"
 #include "io/tokenizer/tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -264,6 +265,38 @@ TEST(Tokenizer, SplitBehaviours) {
   EXPECT_EQ(split_ids(split("Removed", true), text), (Ids{1, 1, 1}));
   const json regex = {{"type", "Split"}, {"pattern", {{"Regex", "-+"}}}, {"behavior", "Isolated"}, {"invert", false}};
   EXPECT_EQ(split_ids(regex, text), (Ids{0, 1, 2, 3, 4}));
+}
+
+TEST(Tokenizer, RegexIteratesMatchesAsTheOnigCrate) {
+  // A pattern without groups is matched many matches a call; one with a group of its own one
+  // match a call. Both must give the onig crate's iteration: empty matches kept except right
+  // where the previous match ended, gaps found by a search, runs longer than one call's batch.
+  auto all = [](const std::string& pattern, const std::string& text) {
+    const e3::tok::Regex re(pattern, "test");
+    e3::tok::MatchRegion region;
+    std::vector<std::pair<size_t, size_t>> out;
+    re.find_all(text, region, out);
+    return out;
+  };
+  using Spans = std::vector<std::pair<size_t, size_t>>;
+  EXPECT_EQ(all("a*", "baaab"), (Spans{{0, 0}, {1, 4}, {5, 5}}));
+  EXPECT_EQ(all("(a*)", "baaab"), (Spans{{0, 0}, {1, 4}, {5, 5}}));
+  EXPECT_EQ(all("[0-9]+", "ab12cd345e"), (Spans{{2, 4}, {6, 9}}));
+  EXPECT_EQ(all("a|(?=b)", "aab"), (Spans{{0, 1}, {1, 2}}));  // the empty match at 2 follows the last one
+  EXPECT_EQ(all("x*", ""), (Spans{{0, 0}}));
+  std::string words;
+  Spans expected;
+  for (size_t i = 0; i < 50; ++i) {
+    expected.emplace_back(words.size(), words.size() + 2);
+    words += i % 7 == 3 ? "\xc3\xa9" : "ab";  // some two-byte characters
+    expected.emplace_back(words.size(), words.size() + 1);
+    words += ' ';
+  }
+  EXPECT_EQ(all(R"(\S+|\s+)", words), expected);
+  EXPECT_EQ(all(R"((\S+)|\s+)", words), expected);
+  const std::string gaps = "1.2..3...4....5";
+  EXPECT_EQ(all("[0-9]|(?<=[0-9])[.]", gaps), all("([0-9])|(?<=[0-9])[.]", gaps));
+  EXPECT_EQ(all("[0-9]|(?<=[0-9])[.]", gaps).size(), 9u);
 }
 
 TEST(Tokenizer, MetaspaceSchemes) {

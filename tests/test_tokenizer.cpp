@@ -188,6 +188,23 @@ TEST(Tokenizer, LongWordsMergeLikeShortOnes) {
   EXPECT_EQ(long_ids.back(), 0);
 }
 
+TEST(Tokenizer, LongWordsMergeInRankOrderWhenAMergeMakesALowerRank) {
+  // "ab c" (rank 0) only becomes possible after "a b" (rank 1): the long-word queue, which takes
+  // ranks in rising order, must hand over to a heap and still merge as the short-word scan does.
+  TempDir dir;
+  const auto t = load(dir, bpe_json({"a", "b", "c", "ab", "abc", "ca"}, {"ab c", "a b", "c a"}));
+  const Ids one = ids(t, "abcab");
+  EXPECT_EQ(one, (Ids{4, 3}));
+  std::string word;
+  for (int i = 0; i < 30; ++i) word += "abc";
+  word += "ab";
+  const auto long_ids = ids(t, word);
+  // "c a" (rank 2) never wins: every c is taken by "ab c" first.
+  ASSERT_EQ(long_ids.size(), 31u);
+  for (size_t i = 0; i < 30; ++i) ASSERT_EQ(long_ids[i], 4);
+  EXPECT_EQ(long_ids.back(), 3);
+}
+
 // ---- normalizers
 
 namespace {

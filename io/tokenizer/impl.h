@@ -19,7 +19,7 @@ namespace e3::tok {
 // cache warms up without a lock per word.
 struct EncodeState {
   Scratch scratch;
-  WordCache cache;
+  WordState word;
   std::vector<AddedSplit> splits, sub_splits;
   std::vector<WordToken> words;
   std::vector<std::vector<std::pair<size_t, size_t>>> level_matches;  // per split of the view path

@@ -137,7 +137,7 @@ void Tokenizer::Impl::encode_view(std::string_view v, uint32_t offset, size_t le
     return;
   }
   st.words.clear();
-  bpe->tokenize(v, st.words, st.cache);
+  bpe->tokenize(v, st.words, st.word);
   for (const WordToken& w : st.words) {
     // Offsets widen to whole characters, as the byte-level alignment does.
     uint32_t b = std::min<uint32_t>(w.begin, static_cast<uint32_t>(v.size()) - 1);
@@ -176,7 +176,7 @@ void Tokenizer::Impl::encode_text(std::string_view text, EncodeState& st, std::v
     if (pre_tokenizer) pre_tokenizer->apply(pieces, st.scratch);
     for (const Normalized& p : pieces) {
       st.words.clear();
-      bpe->tokenize(p.text(), st.words, st.cache);
+      bpe->tokenize(p.text(), st.words, st.word);
       const auto size = static_cast<uint32_t>(p.text().size());
       for (const WordToken& w : st.words) {
         const uint32_t b = std::min(w.begin, size - 1);

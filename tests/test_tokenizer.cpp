@@ -188,6 +188,19 @@ TEST(Tokenizer, LongWordsMergeLikeShortOnes) {
   EXPECT_EQ(long_ids.back(), 0);
 }
 
+TEST(Tokenizer, WordCacheOffGivesTheSameTokens) {
+  TempDir dir;
+  const json j = byte_level_json({"He", "ll", "Hell", "\u0120w"}, {"H e", "l l", "He ll", "\u0120 w"});
+  const auto cached = load(dir, j);
+  dir.write("tokenizer.json", j.dump());
+  const auto uncached = Tokenizer::load(dir.path(), e3::tok::LoadOptions{.word_cache = false});
+  const std::string text = "Hello world Hello  world\nHello wHello";
+  for (int pass = 0; pass < 2; ++pass) {  // the second pass finds the words in the cache
+    EXPECT_EQ(offsets(cached, text), offsets(uncached, text));
+    EXPECT_EQ(ids(cached, text), ids(uncached, text));
+  }
+}
+
 TEST(Tokenizer, LongWordsMergeInRankOrderWhenAMergeMakesALowerRank) {
   // "ab c" (rank 0) only becomes possible after "a b" (rank 1): the long-word queue, which takes
   // ranks in rising order, must hand over to a heap and still merge as the short-word scan does.

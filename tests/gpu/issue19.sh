@@ -41,7 +41,7 @@ if [[ " $STAGES " == *" tiny "* ]]; then
   m=tests/golden/tiny_llama_default tt=tests/data/chat/tiny_tokenizer
   $BIN tokenize --model $m --tokenizer $tt --data $w/chat.jsonl --out $w/tokens.jsonl > $w/tokenize.log 2>&1
   say "tiny tokenize: rc $? $(grep -oE 'wrote .*' $w/tokenize.log)"
-  for f in chat tokens; do
+  for f in ${REAL_ORDER:-chat tokens}; do  # REAL_ORDER="tokens chat": the other order
     $E3_MPIRUN -np 1 $BIN --backend cuda --model $m --tokenizer $tt --data $w/$f.jsonl --out $w/out_$f --max-seq-len 16384 \
       --log-level info > $w/run_$f.log 2>&1
     say "tiny cuda $f: rc $? $(grep -oE 'done: .*' $w/run_$f.log | cut -c1-100)"
@@ -60,7 +60,7 @@ if [[ " $STAGES " == *" real "* ]]; then
   say "chat data: $(wc -c < $d/chat.jsonl) bytes, $(wc -l < $d/chat.jsonl) conversations"
   /usr/bin/time -f "%e s wall, %U s user" $BIN tokenize --model $d/ckpt --data $d/chat.jsonl --out $d/tokens.jsonl > $OUT/real_tokenize.log 2>&1
   say "real tokenize: $(grep -oE '(checked in|wrote) .*' $OUT/real_tokenize.log | tr '\n' ' ') $(tail -1 $OUT/real_tokenize.log)"
-  for f in chat tokens; do
+  for f in ${REAL_ORDER:-chat tokens}; do  # REAL_ORDER="tokens chat": the other order
     o=/dev/shm/out_$f; rm -rf $o
     $E3_MPIRUN -np 1 $BIN --model $d/ckpt --data $d/$f.jsonl --out $o --max-seq-len 8192 --layers 2,16,29 --log-level info \
       > $OUT/real_run_$f.log 2>&1

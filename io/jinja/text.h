@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/utf8.h"
+
 namespace e3::jinja::detail {
 
 struct TagRun {
@@ -43,7 +45,7 @@ class Text {
 // UTF-8: the code point at byte i and its length (an invalid byte reads as itself, length 1, so
 // that every operation still works on the bytes it was given).
 uint32_t decode_at(std::string_view s, size_t i, size_t* len);
-void append_utf8(std::string& out, uint32_t cp);
+using e3::append_utf8;  // core/utf8.h
 size_t count_code_points(std::string_view s);
 // Byte offsets of each code point start, plus s.size() at the end.
 std::vector<size_t> code_point_offsets(std::string_view s);

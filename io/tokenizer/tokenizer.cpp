@@ -14,49 +14,6 @@
 
 namespace e3::tok {
 
-bool valid_utf8(std::string_view s, size_t* bad_offset) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  size_t i = 0;
-  auto fail = [&](size_t at) {
-    if (bad_offset) *bad_offset = at;
-    return false;
-  };
-  while (i < n) {
-    // ASCII eight bytes at a time: most text is mostly ASCII.
-    uint64_t word;
-    if (i + 8 <= n && (std::memcpy(&word, p + i, 8), (word & 0x8080808080808080ull) == 0)) {
-      i += 8;
-      continue;
-    }
-    const unsigned char b = p[i];
-    if (b < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    char32_t min;
-    char32_t c;
-    if ((b & 0xE0) == 0xC0) {
-      len = 2, min = 0x80, c = b & 0x1F;
-    } else if ((b & 0xF0) == 0xE0) {
-      len = 3, min = 0x800, c = b & 0x0F;
-    } else if ((b & 0xF8) == 0xF0) {
-      len = 4, min = 0x10000, c = b & 0x07;
-    } else {
-      return fail(i);
-    }
-    if (i + len > n) return fail(i);
-    for (size_t k = 1; k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) return fail(i);
-      c = (c << 6) | (p[i + k] & 0x3F);
-    }
-    if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return fail(i);
-    i += len;
-  }
-  return true;
-}
-
 // ---- the encode state pool
 
 std::unique_ptr<EncodeState> Tokenizer::Impl::acquire() const {

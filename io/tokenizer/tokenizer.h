@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/utf8.h"
+
 namespace e3::tok {
 
 // [begin, end) in the input's bytes; begin == end == 0 for the tokens the post-processor adds (BOS,
@@ -71,8 +73,7 @@ class Tokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
-// True when `text` is well-formed UTF-8 (no overlong forms, surrogates or code points past
-// U+10FFFF). Otherwise *bad_offset (when given) is the offset of the first bad byte.
-bool valid_utf8(std::string_view text, size_t* bad_offset = nullptr);
+// Well-formed UTF-8, as encode() requires (core/utf8.h).
+using e3::valid_utf8;
 
 }  // namespace e3::tok

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/utf8.h"
+
 namespace e3::tok {
 
 // The code point starting at s[i] and its length in bytes; `s` is valid UTF-8.
@@ -33,7 +35,7 @@ inline char32_t decode_utf8(std::string_view s, size_t i, size_t* len) {
 inline size_t utf8_length(unsigned char lead) { return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4; }
 inline bool is_continuation(unsigned char b) { return (b & 0xC0) == 0x80; }
 
-void append_utf8(std::string& out, char32_t c);
+using e3::append_utf8;  // core/utf8.h
 
 // The properties Rust's char methods and HF's helpers test.
 enum class Property { WhiteSpace, Numeric, Punctuation, Mark, Word };

@@ -33,7 +33,7 @@ if (!existsSync(join(modules, "@huggingface", "jinja")) || !existsSync(join(modu
   process.exit(1);
 }
 const { Template } = await import(join(modules, "@huggingface", "jinja", "dist", "index.js"));
-const { loadOracle, modelDir } = await import("./tokenize_corpus.mjs");
+const { loadOracle, modelDir, BYTE_LEVEL } = await import("./tokenize_corpus.mjs");
 const { conversations: sharedConversations } = await import("./chat_conversations.mjs");
 
 const args = process.argv.slice(2);
@@ -229,16 +229,8 @@ const KNOWN_JS_GAPS = {
 
 // ---------------------------------------------------------------- token byte ranges (JS side)
 
-// GPT-2's byte alphabet, inverted: the character a byte-level token spells -> the byte.
-const BYTE_OF = (() => {
-  const map = new Map();
-  let next = 256;
-  for (let b = 0; b < 256; ++b) {
-    const printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
-    map.set(String.fromCodePoint(printable ? b : next++), b);
-  }
-  return map;
-})();
+// GPT-2's byte alphabet, inverted (the character a byte-level token spells -> the byte).
+const BYTE_OF = BYTE_LEVEL;
 
 function tokenizerTraits(json) {
   const n = json.normalizer ?? null;

@@ -65,7 +65,7 @@ function byteLevelDecoder() {
   }
   return map;
 }
-const BYTE_LEVEL = byteLevelDecoder();
+export const BYTE_LEVEL = byteLevelDecoder();
 
 // Llama-2's normalizer: '▁' before the text and for every space. token_bytes shows '▁' as a space,
 // so the text is unchanged but for the prepended one (allowed for in checkRanges).

@@ -2,8 +2,8 @@
 // loading, so that a rerun with another checkpoint of the same shape (a fine-tune of the same
 // base) is told apart without reading anything twice.
 //
-// Each 8-byte word of a tensor (counted from the tensor's first byte) adds key(tensor, word) *
-// word modulo the prime 2^61 - 1. The sum is linear in the bytes and keyed by position, so it
+// Word j (8 bytes, counted from the tensor's first byte) of tensor t adds word * r_t^j modulo
+// the prime 2^61 - 1, with r_t drawn from t's ordinal. The sum is linear in the bytes and keyed by position, so it
 // does not depend on how the reads are cut, on which thread reads what, or in what order: a
 // word read in two pieces adds the same as when read whole. Summed over every rank, a tensor
 // each of whose bytes was read k times (split: once; replicated over the TP group: tp times;
@@ -36,7 +36,7 @@ class WeightFingerprint {
   // The fingerprint from every rank's partial_sums() added element by element.
   std::string digest(const std::vector<uint64_t>& summed) const;
 
-  // key(t, word) * word summed over [begin, begin + n) of one tensor (exposed for tests).
+  // word * r_t^j summed over bytes [begin, begin + n) of tensor t (exposed for tests).
   static uint64_t positional_sum(size_t t, uint64_t begin, const void* data, size_t n);
 
  private:

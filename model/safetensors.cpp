@@ -258,6 +258,16 @@ void Checkpoint::index_extents() {
   weights_ = std::make_unique<WeightFingerprint>(std::move(bytes));
 }
 
+void Checkpoint::observe_whole(const std::string& name) const {
+  {
+    std::lock_guard lock(observed_mu_);
+    if (!observed_whole_.insert(name).second) return;
+  }
+  const SafetensorsFile& f = file_of(name);
+  const TensorInfo& t = require(name);
+  observe(f, f.file_offset(t), f.data(t), t.end - t.begin);
+}
+
 void Checkpoint::observe(const SafetensorsFile& file, uint64_t file_offset, const void* data, size_t n) const {
   if (n == 0) return;
   size_t fi = 0;

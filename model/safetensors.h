@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -100,6 +102,9 @@ class Checkpoint {
   // Bytes [file_offset, file_offset + n) of `file` as the loader read them, added to the
   // weight fingerprint; from any loader thread.
   void observe(const SafetensorsFile& file, uint64_t file_offset, const void* data, size_t n) const;
+  // The whole of a small tensor, added once however many slices of it this process reads: the
+  // block scales that two ranks' slices share would otherwise be counted unevenly.
+  void observe_whole(const std::string& name) const;
   // The fingerprint of the bytes read so far by this process, to be summed over the ranks.
   const WeightFingerprint& weights() const { return *weights_; }
 
@@ -117,6 +122,8 @@ class Checkpoint {
   mutable uint64_t bytes_read_ = 0;
   std::vector<std::vector<Extent>> extents_;  // per file, by offset
   std::unique_ptr<WeightFingerprint> weights_;  // its own lock; the loader threads add to it
+  mutable std::set<std::string> observed_whole_;
+  mutable std::mutex observed_mu_;
 };
 
 }  // namespace e3::model

@@ -317,8 +317,7 @@ void WeightLoader::dequantize_fp8(const WeightSpec& spec, const std::string& nam
   const int64_t r0 = spec.row_begin, rows = spec.slice_rows();
   const RowSpan q_rows(*ckpt_, *st.file, *st.q, r0, rows);
   ckpt_->count_read(q_rows.bytes);
-  const int64_t s0 = r0 / quant_.block_rows, s1 = ceil_div(r0 + rows, quant_.block_rows);
-  const RowSpan scale_rows(*ckpt_, *st.scale_file, *st.scale, s0, s1 - s0);
+  ckpt_->observe_whole(st.scale->name);
   const kernels::Fp8BlockWeight w{st.file->data(*st.q), st.scale_file->data(*st.scale),
                                   st.scale->dtype == StDType::F32 ? kernels::ScaleType::F32 : kernels::ScaleType::BF16,
                                   spec.shape[0], spec.shape[1], quant_.block_rows, quant_.block_cols, 0, 0};
@@ -407,8 +406,8 @@ kernels::QuantStack WeightLoader::load_fp8_slice(const WeightSpec& spec) {
     const auto from = static_cast<size_t>((r0 + i) * full_scale_cols + c0) * elem;
     const auto len = static_cast<size_t>(st.scale_cols()) * elem;
     std::memcpy(scale_host.data() + static_cast<size_t>(i * st.scale_cols()) * elem, scales + from, len);
-    ckpt_->observe(*stored->scale_file, stored->scale_file->file_offset(*stored->scale) + from, scales + from, len);
   }
+  ckpt_->observe_whole(stored->scale->name);
   backend_.upload_raw(kernels::Tensor{st.scale, DType::U8, 1, static_cast<int64_t>(scale_host.size())},
                       scale_host.data());
   return st;

@@ -108,4 +108,18 @@ LOG="$work/export_other.log"
 run 1 export --format speculators "$work/out_finetune" "$work/dest"
 [ "$RC" -eq 5 ] || { cat "$LOG"; fail "export of another SRC into a used DEST exited $RC, expected 5"; }
 grep -q "already holds an export of other data" "$LOG" || { cat "$LOG"; fail "the refusal does not say why"; }
+# The weights fingerprint of block-scaled FP8 and INT4 checkpoints does not depend on --tp
+# either (two ranks' slices share the block scales at their edge).
+for case in dev_deepseek_v3_fp8 dev_kimi_k25_int4; do
+  dir=$(golden_dir "$case")
+  [ -d "$dir" ] || continue
+  for tp in 1 2; do
+    LOG="$work/${case}_tp$tp.log"
+    run "$tp" --model "$dir" --data "$dir/input.jsonl" --out "$work/${case}_tp$tp" --tp "$tp"
+    [ "$RC" -eq 0 ] || { cat "$LOG"; fail "$case at --tp $tp exited $RC"; }
+  done
+  a=$(grep -o '"weights_fingerprint": "[0-9a-f]*"' "$work/${case}_tp1/manifest.json")
+  b=$(grep -o '"weights_fingerprint": "[0-9a-f]*"' "$work/${case}_tp2/manifest.json")
+  [ -n "$a" ] && [ "$a" = "$b" ] || fail "$case: weights fingerprint $a at --tp 1, $b at --tp 2"
+done
 echo "mixing: ok"

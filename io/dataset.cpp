@@ -375,11 +375,23 @@ struct PendingLine {
 };
 struct CheckedLine {
   std::optional<Parsed> parsed;
+  uint64_t content_hash = 0;         // sample_content_hash of parsed
   std::string error;                 // an input error's message
   std::exception_ptr fatal;          // anything else (a tokenizer that cannot be loaded)
 };
 
 constexpr size_t kLinesPerBlock = 4096;
+
+// What a rerun compares of a sample: a sample whose id, ids or mask changed is another sample,
+// even with its length kept. Each field is preceded by its length, so that no two samples share
+// a stream.
+uint64_t sample_content_hash(const Parsed& p) {
+  ContentHash h;
+  const uint64_t sizes[3] = {p.has_id ? p.id.size() + 1 : 0, p.ids.size(), p.mask.size()};
+  h.update(sizes, sizeof sizes).update(p.id.data(), p.id.size());
+  h.update(p.ids.data(), p.ids.size() * sizeof(int32_t)).update(p.mask.data(), p.mask.size());
+  return h.digest();
+}
 
 }  // namespace
 
@@ -402,6 +414,7 @@ Dataset Dataset::open(const std::filesystem::path& path, const DatasetOptions& o
       const std::string where = fmt::format("{}:{}", path.string(), block[i].line_no);
       try {
         checked[i].parsed = parse_line(block[i].text, where, options.vocab_size, chat);
+        checked[i].content_hash = sample_content_hash(*checked[i].parsed);
       } catch (const Error& e) {
         if (e.kind() == ErrorKind::Input)
           checked[i].error = e.what();
@@ -428,6 +441,7 @@ Dataset Dataset::open(const std::filesystem::path& path, const DatasetOptions& o
         rec.has_id = p.has_id;
         rec.id = std::move(p.id);
         rec.kind = p.kind;
+        rec.content_hash = checked[i].content_hash;
         rec.mask_all_zero =
             p.kind == LineKind::Messages && std::find(p.mask.begin(), p.mask.end(), uint8_t{1}) == p.mask.end();
         if (rec.has_id) {
@@ -486,6 +500,12 @@ Dataset Dataset::open(const std::filesystem::path& path, const DatasetOptions& o
 std::string Dataset::shape_fingerprint() const {
   Fnv1a h;
   for (const SampleRecord& r : samples_) h.update(&r.original_tokens, sizeof r.original_tokens);
+  return h.hex();
+}
+
+std::string Dataset::content_fingerprint() const {
+  ContentHash h;
+  for (const SampleRecord& r : samples_) h.update(&r.content_hash, sizeof r.content_hash);
   return h.hex();
 }
 

@@ -48,6 +48,7 @@ struct SampleRecord {
   std::string id;
   LineKind kind = LineKind::TokenIds;
   bool mask_all_zero = false;  // a conversation none of whose tokens is trained on
+  uint64_t content_hash = 0;   // of the id, input_ids and loss_mask (untruncated)
 };
 
 class Dataset {
@@ -69,6 +70,8 @@ class Dataset {
   const std::shared_ptr<const ChatEncoder>& chat() const { return chat_; }
   // A fingerprint of the token counts per sample (not of the token values).
   std::string shape_fingerprint() const;
+  // A fingerprint of every sample's content: its id, input_ids and loss_mask, in order.
+  std::string content_fingerprint() const;
 
   // Reads one sample's tokens and loss mask, truncated as the options say. Thread-safe.
   void read(const SampleRecord& rec, std::vector<int32_t>& ids, std::vector<uint8_t>& mask) const;

@@ -161,21 +161,24 @@ std::vector<CommittedShard> shards_from_json(const json& list, const std::string
 }
 
 json to_json(const Manifest& m) {
-  return json{{"format", kManifestFormat},
-              {"format_version", 1},
-              {"part_index", m.part.index},
-              {"part_count", m.part.count},
-              {"fingerprint", fingerprint_json(m.fingerprint)},
-              {"run_fingerprint", m.fingerprint.digest()},
-              {"model_path", m.model_path},
-              {"data_path", m.data_path},
-              {"data_fingerprint", m.data_fingerprint},
-              {"num_samples", m.num_samples},
-              {"num_shards", m.num_shards},
-              {"shard_starts", m.shard_starts},
-              {"complete", m.complete},
-              {"shards", shards_to_json(m.shards)},
-              {"skipped", skipped_json(m.skipped)}};
+  json j{{"format", kManifestFormat},
+         {"format_version", 1},
+         {"part_index", m.part.index},
+         {"part_count", m.part.count},
+         {"fingerprint", fingerprint_json(m.fingerprint)},
+         {"run_fingerprint", m.fingerprint.digest()},
+         {"model_path", m.model_path},
+         {"data_path", m.data_path},
+         {"data_fingerprint", m.data_fingerprint},
+         {"num_samples", m.num_samples},
+         {"num_shards", m.num_shards},
+         {"shard_starts", m.shard_starts},
+         {"complete", m.complete},
+         {"shards", shards_to_json(m.shards)},
+         {"skipped", skipped_json(m.skipped)}};
+  if (!m.data_content_fingerprint.empty()) j["data_content_fingerprint"] = m.data_content_fingerprint;
+  if (!m.weights_fingerprint.empty()) j["weights_fingerprint"] = m.weights_fingerprint;
+  return j;
 }
 
 namespace {
@@ -205,6 +208,9 @@ Manifest parse_manifest(const json& j, const std::string& where) {
   m.model_path = field<std::string>(j, "model_path", where);
   m.data_path = field<std::string>(j, "data_path", where);
   m.data_fingerprint = field<std::string>(j, "data_fingerprint", where);
+  if (j.contains("data_content_fingerprint"))
+    m.data_content_fingerprint = field<std::string>(j, "data_content_fingerprint", where);
+  if (j.contains("weights_fingerprint")) m.weights_fingerprint = field<std::string>(j, "weights_fingerprint", where);
   m.num_samples = field<int64_t>(j, "num_samples", where);
   m.num_shards = field<int64_t>(j, "num_shards", where);
   if (j.contains("shard_starts")) m.shard_starts = field<std::vector<int64_t>>(j, "shard_starts", where);

@@ -54,6 +54,12 @@ struct Manifest {
   std::string model_path;
   std::string data_path;
   std::string data_fingerprint;  // token counts per sample
+  // Each sample's id, input_ids and loss_mask (after tokenizing); empty in manifests of
+  // versions before it, which are not compared.
+  std::string data_content_fingerprint;
+  // The bytes of the weights the ranks read (model/weight_fingerprint.h); empty until a run
+  // has loaded the model into this directory (and in manifests of versions before it).
+  std::string weights_fingerprint;
   int64_t num_samples = 0;       // samples in the input
   int64_t num_shards = 0;        // shards of this part
   // The first sample of every shard of the plan (every part's), in shard index order: shard i

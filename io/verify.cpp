@@ -681,6 +681,17 @@ std::vector<Manifest> read_run_manifests(const std::filesystem::path& dir) {
   return manifests;
 }
 
+void check_shard(const std::filesystem::path& path, const CommittedShard& record, const RunFingerprint& fp) {
+  silence_hdf5_errors();
+  const StorageCodec* codec = storage_codec_named(fp.dtype);
+  E3_VERIFY(codec != nullptr, "{}: unknown dtype '{}'", path.string(), fp.dtype);
+  std::mutex hdf5;
+  ShardChecker checker(fp, *codec, hdf5);
+  ReadBuffers buf;
+  std::atomic<uint64_t> bytes_done{0};
+  checker.check({path, record}, buf, bytes_done);
+}
+
 VerifyReport verify_output(const std::filesystem::path& dir, const VerifyOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   silence_hdf5_errors();

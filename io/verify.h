@@ -69,6 +69,11 @@ struct VerifyOptions {
 // then its values straight from the stored bits (no HDF5 type conversion).
 VerifyReport verify_output(const std::filesystem::path& dir, const VerifyOptions& options = {});
 
+// verify's checks of one shard file against `record` (what a manifest would list) under the
+// settings `fp`: size, checksum (when the record has one), attributes, every sample's datasets
+// and shapes, token counts and values. Throws a verify error naming the first problem.
+void check_shard(const std::filesystem::path& path, const CommittedShard& record, const RunFingerprint& fp);
+
 // The manifests of an output directory (one per --part), read and checked to come from one run
 // (same part count, settings and input data); throws a verify error for a directory that is
 // not an output, a manifest that cannot be read, or manifests of different runs.

@@ -45,11 +45,16 @@ constexpr const char* kStateFile = "state.json";   // what is being exported fro
 constexpr const char* kDoneFile = "export.json";   // written last: what DEST holds
 constexpr int64_t kSpecForgeGroup = 2000;          // SpecForge's rows_{g}-{g+2000} directories
 
-// An export's identity: a DEST made from other data or in another format is not resumed.
-nlohmann::json export_identity(ExportFormat format, const io::Manifest& m) {
-  return {{"format", name_of(format)},
-          {"run_fingerprint", m.fingerprint.digest()},
-          {"data_fingerprint", m.data_fingerprint}};
+// An export's identity: a DEST made from another SRC (other data, other weights, another
+// directory) or in another format is not resumed.
+nlohmann::json export_identity(ExportFormat format, const io::Manifest& m, const fs::path& src) {
+  nlohmann::json id{{"format", name_of(format)},
+                    {"run_fingerprint", m.fingerprint.digest()},
+                    {"data_fingerprint", m.data_fingerprint},
+                    {"source", fs::weakly_canonical(src).string()}};
+  if (!m.data_content_fingerprint.empty()) id["data_content_fingerprint"] = m.data_content_fingerprint;
+  if (!m.weights_fingerprint.empty()) id["weights_fingerprint"] = m.weights_fingerprint;
+  return id;
 }
 
 // What SRC holds, from its manifests (checked as verify checks them).
@@ -455,7 +460,7 @@ ExportStart prepare_export(const ExportOptions& o) {
   const Source s = load_source(o.src);
   check_conventions(o.format, s, o.src);
   check_draft_vocab_size(o, s);
-  const nlohmann::json identity = export_identity(o.format, s.manifests.front());
+  const nlohmann::json identity = export_identity(o.format, s.manifests.front(), o.src);
   std::error_code ec;
   const fs::path src = fs::weakly_canonical(o.src, ec), dest = fs::weakly_canonical(o.dest, ec);
   const auto [a, b] = std::mismatch(src.begin(), src.end(), dest.begin(), dest.end());
@@ -635,9 +640,8 @@ void finish_export(const ExportOptions& o) {
     rows.commit();
   }
   const nlohmann::json draft_vocab = export_draft_vocab(o, s);
-  nlohmann::json done = export_identity(o.format, s.manifests.front());
+  nlohmann::json done = export_identity(o.format, s.manifests.front(), o.src);
   const FinalNeed need = final_needed(o.format, s.description.final_mode);
-  done["source"] = fs::weakly_canonical(o.src).string();
   done["samples"] = s.stored.size();
   done["layer_ids"] = s.description.layer_ids;
   done["final"] = need.norm;

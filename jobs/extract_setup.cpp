@@ -31,6 +31,7 @@ io::Manifest manifest_skeleton(const RunConfig& rc, const ValidatedRequest& req,
   m.model_path = req.model_attributes.model_path;
   m.data_path = std::filesystem::absolute(rc.data_path).string();
   m.data_fingerprint = data.shape_fingerprint();
+  m.data_content_fingerprint = data.content_fingerprint();
   m.num_samples = static_cast<int64_t>(data.samples().size());
   m.num_shards = static_cast<int64_t>(plan.shards.size());
   for (const ShardPlan& s : plan.shards)  // this part's samples only
@@ -159,7 +160,8 @@ OutputPlan plan_output(const RunConfig& rc, const parallel::Grid& grid, Validate
     if (!grid.is_leader()) return;
     out.claim.emplace(OutputClaim::take(rc.out_dir, rc.part, {LockMethod::Auto, LockHolder::this_process(rc.env)}));
     fp.plan_groups = plan_groups_for(rc, grid);
-    out.earlier = prepare_output_dir(rc.out_dir, fp, req.data.shape_fingerprint(), rc.part, rc.resume_checksums);
+    out.earlier = prepare_output_dir(rc.out_dir, fp, req.data.shape_fingerprint(), rc.part, rc.resume_checksums,
+                                     req.data.content_fingerprint());
   });
   std::vector<int64_t> committed_idx;
   for (const auto& s : out.earlier.committed) committed_idx.push_back(s.shard_index);
@@ -181,6 +183,7 @@ OutputPlan plan_output(const RunConfig& rc, const parallel::Grid& grid, Validate
     log_plan(rc, grid, req, out);
     out.manifest = manifest_skeleton(rc, req, out.limits, out.plan);
     out.manifest.shards = out.earlier.committed;
+    out.manifest.weights_fingerprint = out.earlier.weights_fingerprint;  // until this run has loaded its own
   }
   return out;
 }
@@ -230,9 +233,15 @@ LoadedModel load_model_slice(const RunConfig& rc, const parallel::Grid& grid, co
                  loaded.backend->device_description(), loaded.model->weight_bytes() / 1048576.0, held, load_s,
                  read_gb, read_gb / std::max(load_s, 1e-9), loaded.model->workspace_bytes() / 1048576.0);
   });
+  // Every rank has loaded its slice: the fingerprint of what they all read, the same on each.
+  const model::WeightFingerprint& read = req.checkpoint->weights();
+  const std::string weights = read.digest(parallel::sum_to_all(grid.world(), read.partial_sums()));
   // Every check has passed: from here on the directory holds this run.
   parallel::agreed_phase(grid, [&] {
     if (!grid.is_leader()) return;
+    spdlog::debug("weights fingerprint {}", weights);
+    check_weights_unchanged(rc.out_dir, weights);
+    out.manifest.weights_fingerprint = weights;
     check_plan_groups_unchanged(rc.out_dir, rc.part, out.limits.plan_groups);
     io::write_manifest(rc.out_dir, out.manifest);
     out.claim->keep();

@@ -126,7 +126,8 @@ OutputClaim OutputClaim::take(const fs::path& out, const io::Part& part, const L
 }
 
 OutputState prepare_output_dir(const std::filesystem::path& out, const io::RunFingerprint& fp,
-                               const std::string& data_fingerprint, const io::Part& part, bool check_checksums) {
+                               const std::string& data_fingerprint, const io::Part& part, bool check_checksums,
+                               const std::string& data_content) {
   std::error_code ec;
   E3_REQUIRE(fs::is_directory(out), ErrorKind::Output, "--out {} is not a directory", out.string());
 
@@ -159,6 +160,13 @@ OutputState prepare_output_dir(const std::filesystem::path& out, const io::RunFi
                "refusing to resume into {}: --data has other samples or lengths than the run that wrote it ({} "
                "vs {})",
                out.string(), m->data_path, data_fingerprint);
+    E3_REQUIRE(m->data_content_fingerprint.empty() || data_content.empty() ||
+                   m->data_content_fingerprint == data_content,
+               ErrorKind::Output,
+               "refusing to resume into {}: --data has the same sample lengths but other content (ids, input_ids or "
+               "loss_mask) than the run that wrote it (from {}); use another --out",
+               out.string(), m->data_path);
+    state.weights_fingerprint = m->weights_fingerprint;
     io::check_manifest_structure(*m, (out / io::manifest_name(part)).string(), ErrorKind::Output,
                                  fmt::format("; it was edited or damaged, so a rerun cannot trust it: see `eagle3_extract "
                                              "verify {}`, and move the directory aside (or use another --out) to "
@@ -212,15 +220,18 @@ OutputState prepare_output_dir(const std::filesystem::path& out, const io::RunFi
     if (known) continue;
     plain_file_size(entry.path());
     // A shard renamed into place after the last manifest write: keep it if it is whole and ours.
-    std::optional<io::InspectedShard> shard;
-    try {
-      shard = io::inspect_shard(entry.path());
-    } catch (const Error& e) {
+    const auto move_aside = [&](const Error& e) {
       const auto aside = entry.path().string() + ".invalid";
       fs::rename(entry.path(), aside, ec);
       E3_REQUIRE(!ec, ErrorKind::Output, "cannot move aside {}: {}", entry.path().string(), ec.message());
       spdlog::warn("{}; moved to {} and will be written again", e.what(), aside);
       ++state.invalid_moved;
+    };
+    std::optional<io::InspectedShard> shard;
+    try {
+      shard = io::inspect_shard(entry.path());
+    } catch (const Error& e) {
+      move_aside(e);
       continue;
     }
     E3_REQUIRE(shard->run_fingerprint == fp.digest(), ErrorKind::Output,
@@ -230,11 +241,31 @@ OutputState prepare_output_dir(const std::filesystem::path& out, const io::RunFi
     E3_REQUIRE(name == io::shard_file_name(shard->record.shard_index), ErrorKind::Output,
                "{}: its shard_index says it should be named {}", entry.path().string(),
                io::shard_file_name(shard->record.shard_index));
+    // No manifest vouches for it: verify's whole check of its schema and values first, or a
+    // damaged shard would be kept and every later rerun would find nothing to do.
+    try {
+      io::check_shard(entry.path(), shard->record, fp);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Verify) throw;
+      move_aside(e);
+      continue;
+    }
     by_index[shard->record.shard_index] = shard->record;
   }
   state.manifest_current = m && m->complete && listed_kept == m->shards.size() && by_index.size() == listed_kept;
   for (auto& [idx, s] : by_index) state.committed.push_back(std::move(s));
   return state;
+}
+
+void check_weights_unchanged(const std::filesystem::path& out, const std::string& weights) {
+  for (const auto& path : io::list_manifests(out)) {
+    const io::Manifest m = io::read_manifest_file(path);
+    E3_REQUIRE(m.weights_fingerprint.empty() || m.weights_fingerprint == weights, ErrorKind::Output,
+               "refusing to write into {}: {} was written from other weights (weights fingerprint {} (in the "
+               "directory) vs {} (this run)); config.json and the tensor names and shapes are the same, so this is "
+               "another checkpoint of the same architecture (a fine-tune?); use another --out",
+               out.string(), path.string(), m.weights_fingerprint, weights);
+  }
 }
 
 uint64_t estimate_output_bytes(int64_t tokens, int64_t samples, int64_t shards, int64_t state_bytes_per_token) {

@@ -44,6 +44,7 @@ struct OutputState {
   int64_t temps_removed = 0;                  // partial files of a killed run
   int64_t invalid_moved = 0;                  // unreadable or altered final-named shards, moved aside
   bool manifest_current = false;              // the manifest says complete and lists every kept shard
+  std::string weights_fingerprint;            // the manifest's, kept until this run's is known
 };
 
 // The caller holds the OutputClaim of `out` and `part`: temporary files are removed here.
@@ -51,10 +52,17 @@ struct OutputState {
 // are touched: the other parts may be running right now.
 // With check_checksums, every shard the manifest lists is read back and compared with the
 // manifest's checksum (sizes alone are compared otherwise); one that differs is moved aside
-// and written again.
+// and written again. `data_content` (Dataset::content_fingerprint) is compared with a manifest
+// that records one. A shard not in the manifest is kept only after verify's full check of
+// its schema and data (moved aside otherwise).
 OutputState prepare_output_dir(const std::filesystem::path& out, const io::RunFingerprint& fp,
                                const std::string& data_fingerprint, const io::Part& part = {},
-                               bool check_checksums = false);
+                               bool check_checksums = false, const std::string& data_content = {});
+
+// Leader, after loading and before the first write: throws an output error when a manifest in
+// `out` (this part's or another's) records weights other than `weights` (the fingerprint of
+// the bytes this run read).
+void check_weights_unchanged(const std::filesystem::path& out, const std::string& weights);
 
 // Bytes the shards of `tokens` tokens in `samples` samples and `shards` shards take on disk.
 uint64_t estimate_output_bytes(int64_t tokens, int64_t samples, int64_t shards, int64_t state_bytes_per_token);

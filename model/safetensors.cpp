@@ -241,6 +241,45 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
     for (const auto& [name, info] : files_[0]->tensors()) owner_[name] = 0;
     searched_ = single_path.string();
   }
+  index_extents();
+}
+
+void Checkpoint::index_extents() {
+  extents_.assign(files_.size(), {});
+  std::vector<uint64_t> bytes;
+  for (const auto& [name, idx] : owner_) {
+    const SafetensorsFile& f = *files_[idx];
+    const TensorInfo& t = *f.find(name);
+    extents_[idx].push_back({f.file_offset(t), f.file_offset(t) + (t.end - t.begin), bytes.size()});
+    bytes.push_back(t.end - t.begin);
+  }
+  for (auto& e : extents_)
+    std::sort(e.begin(), e.end(), [](const Extent& a, const Extent& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+  weights_ = std::make_unique<WeightFingerprint>(std::move(bytes));
+}
+
+void Checkpoint::observe_whole(const std::string& name) const {
+  {
+    std::lock_guard lock(observed_mu_);
+    if (!observed_whole_.insert(name).second) return;
+  }
+  const SafetensorsFile& f = file_of(name);
+  const TensorInfo& t = require(name);
+  observe(f, f.file_offset(t), f.data(t), t.end - t.begin);
+}
+
+void Checkpoint::observe(const SafetensorsFile& file, uint64_t file_offset, const void* data, size_t n) const {
+  if (n == 0) return;
+  size_t fi = 0;
+  while (fi < files_.size() && files_[fi].get() != &file) ++fi;
+  E3_REQUIRE(fi < files_.size(), ErrorKind::Internal, "{}: not a file of this checkpoint", file.path().string());
+  const auto& ext = extents_[fi];
+  auto it = std::upper_bound(ext.begin(), ext.end(), file_offset,
+                             [](uint64_t off, const Extent& e) { return off < e.begin; });
+  E3_REQUIRE(it != ext.begin() && file_offset + n <= std::prev(it)->end, ErrorKind::Internal,
+             "{}: bytes {}..{} read are not inside one tensor", file.path().string(), file_offset, file_offset + n);
+  --it;
+  weights_->add(it->ordinal, file_offset - it->begin, data, n);
 }
 
 bool Checkpoint::contains(const std::string& name) const { return owner_.count(name) != 0; }

@@ -8,12 +8,15 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/json_read.h"
+#include "model/weight_fingerprint.h"
 
 namespace e3::model {
 
@@ -96,13 +99,31 @@ class Checkpoint {
   // Bytes of tensor data read from the checkpoint so far (by the weight loader).
   uint64_t bytes_read() const { return bytes_read_; }
   void count_read(uint64_t bytes) const { bytes_read_ += bytes; }
+  // Bytes [file_offset, file_offset + n) of `file` as the loader read them, added to the
+  // weight fingerprint; from any loader thread.
+  void observe(const SafetensorsFile& file, uint64_t file_offset, const void* data, size_t n) const;
+  // The whole of a small tensor, added once however many slices of it this process reads: the
+  // block scales that two ranks' slices share would otherwise be counted unevenly.
+  void observe_whole(const std::string& name) const;
+  // The fingerprint of the bytes read so far by this process, to be summed over the ranks.
+  const WeightFingerprint& weights() const { return *weights_; }
 
  private:
+  struct Extent {
+    uint64_t begin, end;  // file offsets of a tensor's data
+    size_t ordinal;       // in name order
+  };
+  void index_extents();
+
   std::filesystem::path dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, size_t> owner_;  // tensor name -> index in files_
   std::string searched_;                 // for messages: the file name(s) looked in
   mutable uint64_t bytes_read_ = 0;
+  std::vector<std::vector<Extent>> extents_;  // per file, by offset
+  std::unique_ptr<WeightFingerprint> weights_;  // its own lock; the loader threads add to it
+  mutable std::set<std::string> observed_whole_;
+  mutable std::mutex observed_mu_;
 };
 
 }  // namespace e3::model

@@ -114,7 +114,7 @@ struct Piece {
 }  // namespace
 
 void ReaderPool::read(int fd, const std::string& path, const ByteBlock& in, void* dst, bool to_float,
-                      DType src) {
+                      DType src, const Observer* observe) {
   ByteBlock b = in;
   if (b.count <= 0 || b.seg == 0) return;
   if (b.count == 1 || b.stride == b.seg) {  // one contiguous range: whole rows merge
@@ -140,16 +140,22 @@ void ReaderPool::read(int fd, const std::string& path, const ByteBlock& in, void
   parallel_for(pieces.size(), [&](size_t i) {
     const Piece& p = pieces[i];
     if (!to_float) {
-      for (int64_t s = p.s0; s < p.s1; ++s)
-        pread_exact(fd, path, out + static_cast<uint64_t>(s) * b.seg + p.off, p.len,
-                    b.offset + static_cast<uint64_t>(s) * b.stride + p.off);
+      for (int64_t s = p.s0; s < p.s1; ++s) {
+        uint8_t* to = out + static_cast<uint64_t>(s) * b.seg + p.off;
+        const uint64_t from = b.offset + static_cast<uint64_t>(s) * b.stride + p.off;
+        pread_exact(fd, path, to, p.len, from);
+        if (observe) (*observe)(from, to, p.len);
+      }
       return;
     }
     thread_local std::vector<uint8_t> bounce;
     bounce.resize(p.len * static_cast<uint64_t>(p.s1 - p.s0));
-    for (int64_t s = p.s0; s < p.s1; ++s)
-      pread_exact(fd, path, bounce.data() + static_cast<uint64_t>(s - p.s0) * p.len, p.len,
-                  b.offset + static_cast<uint64_t>(s) * b.stride + p.off);
+    for (int64_t s = p.s0; s < p.s1; ++s) {
+      uint8_t* to = bounce.data() + static_cast<uint64_t>(s - p.s0) * p.len;
+      const uint64_t from = b.offset + static_cast<uint64_t>(s) * b.stride + p.off;
+      pread_exact(fd, path, to, p.len, from);
+      if (observe) (*observe)(from, to, p.len);
+    }
     float* f = reinterpret_cast<float*>(out) + (static_cast<uint64_t>(p.s0) * b.seg + p.off) / elem;
     convert_to_float(bounce.data(), src, f, bounce.size() / elem);
   });

@@ -43,8 +43,11 @@ class ReaderPool {
   // Reads `block` of the open file `fd` (named `path` in errors) into `dst`: raw bytes, or,
   // with to_float, elements of `src` converted to float (dst then holds block.bytes() /
   // dtype_size(src) floats). A short read (the file shrank) is a model error naming the file.
+  // `observe`, when given, sees every range read (file offset, bytes, length) on the thread
+  // that read it, while the bytes are still in its cache.
+  using Observer = std::function<void(uint64_t, const uint8_t*, size_t)>;
   void read(int fd, const std::string& path, const ByteBlock& block, void* dst, bool to_float = false,
-            DType src = DType::U8);
+            DType src = DType::U8, const Observer* observe = nullptr);
 
   // Runs fn(0) .. fn(n - 1) on the pool's threads and the caller's.
   void parallel_for(size_t n, const std::function<void(size_t)>& fn);

@@ -114,10 +114,11 @@ void WeightLoader::load_into(const WeightSpec& spec, kernels::Tensor dst) {
       const ByteBlock block = slice_block(file, info, spec.full_cols(), spec.row_begin, rows, spec.col_begin, cols);
       if (*src_type == dst.dtype) return read_raw(file, block, dst.data);
       ckpt_->count_read(block.bytes());
+      const ReaderPool::Observer observe = observer_for(file);
       if (backend_.memory_on_host() && dst.dtype == DType::F32)
-        return pool().read(file.fd(), file.path().string(), block, dst.data, true, *src_type);
+        return pool().read(file.fd(), file.path().string(), block, dst.data, true, *src_type, &observe);
       staging_.resize(static_cast<size_t>(rows * cols));
-      pool().read(file.fd(), file.path().string(), block, staging_.data(), true, *src_type);
+      pool().read(file.fd(), file.path().string(), block, staging_.data(), true, *src_type, &observe);
       return backend_.upload_float(dst, staging_.data());
     }
   }
@@ -149,6 +150,10 @@ ReaderPool& WeightLoader::pool() {
   return *pool_;
 }
 
+ReaderPool::Observer WeightLoader::observer_for(const SafetensorsFile& file) const {
+  return [ckpt = ckpt_, &file](uint64_t offset, const uint8_t* data, size_t n) { ckpt->observe(file, offset, data, n); };
+}
+
 ByteBlock WeightLoader::slice_block(const SafetensorsFile& file, const TensorInfo& info, int64_t full_cols,
                                     int64_t row_begin, int64_t rows, int64_t col_begin, int64_t cols) {
   const auto elem = static_cast<uint64_t>(st_dtype_size(info.dtype));
@@ -159,7 +164,8 @@ ByteBlock WeightLoader::slice_block(const SafetensorsFile& file, const TensorInf
 void WeightLoader::read_raw(const SafetensorsFile& file, const ByteBlock& b, void* dst) {
   ckpt_->count_read(b.bytes());
   const std::string path = file.path().string();
-  if (backend_.memory_on_host()) return pool().read(file.fd(), path, b, dst);
+  const ReaderPool::Observer observe = observer_for(file);
+  if (backend_.memory_on_host()) return pool().read(file.fd(), path, b, dst, false, DType::U8, &observe);
   if (b.count <= 0 || b.seg == 0) return;
   const bool contiguous = b.count == 1 || b.stride == b.seg;
   const uint64_t slot_bytes = std::max(staging_bytes_, contiguous ? 1 : b.seg);
@@ -171,7 +177,7 @@ void WeightLoader::read_raw(const SafetensorsFile& file, const ByteBlock& b, voi
   auto stage = [&](const ByteBlock& part, uint64_t dst_offset) {
     StagingSlot& slot = ring_[ring_next_++ % ring_.size()];
     backend_.wait_ticket(std::exchange(slot.ticket, 0));
-    pool().read(file.fd(), path, part, slot.buffer.data());
+    pool().read(file.fd(), path, part, slot.buffer.data(), false, DType::U8, &observe);
     slot.ticket = backend_.upload_raw_async(static_cast<uint8_t*>(dst) + dst_offset, slot.buffer.data(), part.bytes());
   };
   const uint64_t cap = ring_.front().buffer.bytes();
@@ -194,17 +200,20 @@ std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The bytes of rows [row0, row0 + rows) of a row-major tensor, paged in for the read.
+// The bytes of rows [row0, row0 + rows) of a row-major tensor, paged in for the read (and
+// added to the checkpoint's weight fingerprint).
 struct RowSpan {
   const SafetensorsFile& file;
   const uint8_t* first;
   size_t bytes;
-  RowSpan(const SafetensorsFile& f, const TensorInfo& info, int64_t row0, int64_t rows) : file(f) {
+  RowSpan(const Checkpoint& ckpt, const SafetensorsFile& f, const TensorInfo& info, int64_t row0, int64_t rows)
+      : file(f) {
     const size_t row_bytes = static_cast<size_t>(info.numel() / std::max<int64_t>(info.shape[0], 1)) *
                              st_dtype_size(info.dtype);
     first = f.data(info) + static_cast<size_t>(row0) * row_bytes;
     bytes = static_cast<size_t>(rows) * row_bytes;
     file.map().will_need(first, bytes);
+    ckpt.observe(f, f.file_offset(info) + static_cast<uint64_t>(row0) * row_bytes, first, bytes);
   }
   ~RowSpan() { file.map().done_with(first, bytes); }
 };
@@ -306,8 +315,9 @@ WeightLoader::StoredInt4 WeightLoader::find_int4(const std::vector<int64_t>& spe
 void WeightLoader::dequantize_fp8(const WeightSpec& spec, const std::string& name, const std::string& base) {
   const StoredFp8 st = find_fp8(spec.shape, name, base);
   const int64_t r0 = spec.row_begin, rows = spec.slice_rows();
-  const RowSpan q_rows(*st.file, *st.q, r0, rows);
+  const RowSpan q_rows(*ckpt_, *st.file, *st.q, r0, rows);
   ckpt_->count_read(q_rows.bytes);
+  ckpt_->observe_whole(st.scale->name);
   const kernels::Fp8BlockWeight w{st.file->data(*st.q), st.scale_file->data(*st.scale),
                                   st.scale->dtype == StDType::F32 ? kernels::ScaleType::F32 : kernels::ScaleType::BF16,
                                   spec.shape[0], spec.shape[1], quant_.block_rows, quant_.block_cols, 0, 0};
@@ -317,8 +327,8 @@ void WeightLoader::dequantize_fp8(const WeightSpec& spec, const std::string& nam
 void WeightLoader::dequantize_int4(const WeightSpec& spec, const std::string& base) {
   const StoredInt4 st = find_int4(spec.shape, base);
   const int64_t r0 = spec.row_begin, rows = spec.slice_rows();
-  const RowSpan packed_rows(*st.file, *st.packed, r0, rows);
-  const RowSpan scale_rows(*st.scale_file, *st.scale, r0, rows);
+  const RowSpan packed_rows(*ckpt_, *st.file, *st.packed, r0, rows);
+  const RowSpan scale_rows(*ckpt_, *st.scale_file, *st.scale, r0, rows);
   ckpt_->count_read(packed_rows.bytes + scale_rows.bytes);
   const kernels::Int4GroupWeight w{st.file->data(*st.packed), st.scale_file->data(*st.scale), spec.shape[0],
                                    spec.shape[1], quant_.group_size};
@@ -392,10 +402,12 @@ kernels::QuantStack WeightLoader::load_fp8_slice(const WeightSpec& spec) {
                 c0 = spec.col_begin / quant_.block_cols;
   std::vector<uint8_t> scale_host(st.matrix_scale_bytes());
   const uint8_t* scales = stored->scale_file->data(*stored->scale);
-  for (int64_t i = 0; i < st.scale_rows(); ++i)
-    std::memcpy(scale_host.data() + static_cast<size_t>(i * st.scale_cols()) * elem,
-                scales + static_cast<size_t>((r0 + i) * full_scale_cols + c0) * elem,
-                static_cast<size_t>(st.scale_cols()) * elem);
+  for (int64_t i = 0; i < st.scale_rows(); ++i) {
+    const auto from = static_cast<size_t>((r0 + i) * full_scale_cols + c0) * elem;
+    const auto len = static_cast<size_t>(st.scale_cols()) * elem;
+    std::memcpy(scale_host.data() + static_cast<size_t>(i * st.scale_cols()) * elem, scales + from, len);
+  }
+  ckpt_->observe_whole(stored->scale->name);
   backend_.upload_raw(kernels::Tensor{st.scale, DType::U8, 1, static_cast<int64_t>(scale_host.size())},
                       scale_host.data());
   return st;

@@ -120,6 +120,8 @@ class WeightLoader {
   // The stored parts of a quantized weight, after every check (shape, scale, dtype, config).
   StoredFp8 find_fp8(const std::vector<int64_t>& shape, const std::string& name, const std::string& base) const;
   StoredInt4 find_int4(const std::vector<int64_t>& shape, const std::string& base) const;
+  // Adds what the pool reads of `file` to the checkpoint's weight fingerprint.
+  ReaderPool::Observer observer_for(const SafetensorsFile& file) const;
   bool stored_fp8(const WeightSpec& spec) const;
   // The checkpoint holds spec's weight with spec.shape (dense, FP8 or INT4); checked before
   // allocating for it, so a config with a wrong size fails on the shape, not on memory.

@@ -163,6 +163,13 @@ std::vector<double> sum_to_root(MPI_Comm comm, const std::vector<double>& values
   return sums;
 }
 
+std::vector<uint64_t> sum_to_all(MPI_Comm comm, const std::vector<uint64_t>& values) {
+  std::vector<uint64_t> sums(values.size(), 0);
+  E3_MPI_CHECK(MPI_Allreduce(values.data(), sums.data(), static_cast<int>(values.size()), MPI_UINT64_T, MPI_SUM,
+                             comm));
+  return sums;
+}
+
 double max_to_root(MPI_Comm comm, double value) {
   double max = 0;
   E3_MPI_CHECK(MPI_Reduce(&value, &max, 1, MPI_DOUBLE, MPI_MAX, 0, comm));

@@ -70,6 +70,8 @@ std::vector<std::string> gather_to_all(MPI_Comm comm, const std::string& mine);
 // Element by element, the sum of every rank's `values` (all of one length) on rank 0 of
 // `comm`; zeros elsewhere. For a report's totals.
 std::vector<double> sum_to_root(MPI_Comm comm, const std::vector<double>& values);
+// Element by element, the sum of every rank's `values` (all of one length) on every rank.
+std::vector<uint64_t> sum_to_all(MPI_Comm comm, const std::vector<uint64_t>& values);
 // The largest rank's `value` on rank 0 of `comm`; 0 elsewhere.
 double max_to_root(MPI_Comm comm, double value);
 

@@ -257,6 +257,12 @@ Parsed encode_text_line(const json& doc, LineKind kind, const std::string& where
 // Parses and checks one line; `where` is "FILE:LINE". Every problem is an input error.
 Parsed parse_line(const std::string& line, const std::string& where, int64_t vocab, ChatSource& chat,
                   EncodedSample* keep = nullptr) {
+  // The JSON parser takes a NUL for the end of its input and would silently drop the rest of
+  // the line. Both the first read and the re-read by offset come through here.
+  if (const size_t nul = line.find('\0'); nul != std::string::npos)
+    E3_THROW(ErrorKind::Input,
+             "{}: a raw NUL byte at column {} (JSON text holds none: is the file UTF-16 or binary?)", where,
+             nul + 1);
   const json doc = parse_json(line, where);
   try {
     const LineKind kind = line_kind(doc, where);

@@ -237,10 +237,10 @@ Parsed parse_sample(const json& doc, const std::string& where, int64_t vocab) {
 // the embedding table (a mismatched --tokenizer) must not index past it.
 Parsed encode_text_line(const json& doc, LineKind kind, const std::string& where, int64_t vocab, ChatSource& chat,
                         EncodedSample* keep) {
-  const ChatEncoder& encoder = chat.get(where);
   Parsed p;
   p.kind = kind;
-  parse_line_id(doc, where, p.has_id, p.id);
+  parse_line_id(doc, where, p.has_id, p.id);  // a bad id is named whether or not a tokenizer is at hand
+  const ChatEncoder& encoder = chat.get(where);
   EncodedSample s = encoder.encode(doc, kind, where, keep != nullptr);
   E3_REQUIRE(!s.ids.empty(), ErrorKind::Input, "{}: empty sample: the text gives no tokens", where);
   for (size_t i = 0; i < s.ids.size(); ++i)

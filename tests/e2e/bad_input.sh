@@ -33,9 +33,9 @@ check nul_id 'nul_id.jsonl:3: "id" "a\\u0000c" holds the control character \\u00
 grep -q 'nul_id.jsonl:2: "id" "a\\u0000b"' "$LOG" || { cat "$LOG"; fail "the first NUL id is not named"; }
 fake='{"id": "x\n2024-01-01 00:00:00.000 [r0/1] critical: \u001b[32mall shards lost", "input_ids": [1]}'
 check control_id 'control_id.jsonl:2: "id" "x\\n2024-01-01 00:00:00.000 \[r0/1\] critical: \\u001b\[32mall' \
-  "$good" "$fake" "$fake" '{"id": "del\u007f", "messages": [{"role": "user", "content": "hi"}]}'
+  "$good" "$fake" '{"id": "del\u007f", "messages": [{"role": "user", "content": "hi"}]}'
 grep -q $'\x1b' "$LOG" && { cat -v "$LOG"; fail "an escape character reached the log"; }
-grep -q 'control_id.jsonl:4: "id" "del\\u007f" holds the control character \\u007f' "$LOG" ||
+grep -q 'control_id.jsonl:3: "id" "del\\u007f" holds the control character \\u007f' "$LOG" ||
   { cat "$LOG"; fail "a messages line's control id is not refused"; }
 # A raw NUL byte ended the line for the JSON parser; the rest of it was dropped silently.
 printf '%s\n{"input_ids": [1]}\0{"loss_mask": [0]}\n' "$good" > "$work/nul_byte.jsonl"

@@ -247,7 +247,7 @@ TEST_F(DatasetTest, ARawNulByteInALineIsAnError) {
   const std::string nul(1, '\0');
   expect_error_at("{\"input_ids\": [1]}\n{\"input_ids\": [1]}" + nul + "{\"loss_mask\": [0]}\n", 2,
                   "a raw NUL byte at column 19");
-  expect_error_at("{\"input_ids\": [1, 2]" + nul + ", \"loss_mask\": [0]}\n", 1, "a raw NUL byte at column 22");
+  expect_error_at("{\"input_ids\": [1, 2]" + nul + ", \"loss_mask\": [0]}\n", 1, "a raw NUL byte at column 21");
 }
 
 TEST_F(DatasetTest, ARawNulByteWrittenAfterTheCheckIsAnErrorOnReRead) {

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "app/demo_dir.h"
 #include "core/environment.h"
@@ -29,6 +31,44 @@ CLI::Option* add_named_option(CLI::App* app, const std::string& name, E& target,
       },
       "{" + joined_names<E>(",", ",") + "}");
   return app->add_option(name, target, help)->transform(names)->default_str(std::string(name_of(target)));
+}
+
+// The first argument CLI11 could not place, said as a person would, with the name most likely
+// meant: "unknown option '--layer': did you mean --layers?", "unknown command 'verfiy': did you
+// mean verify?". (CLI11's own message lists the arguments in reverse order and guesses nothing.)
+std::string unexpected_argument(const CLI::App& app) {
+  const CLI::App* owner = &app;
+  std::vector<std::string> extras = app.remaining(false);
+  if (extras.empty())
+    for (const CLI::App* sub : app.get_subcommands())
+      if (!(extras = sub->remaining(false)).empty()) {
+        owner = sub;
+        break;
+      }
+  if (extras.empty()) return "unexpected arguments";
+  const std::string& first = extras.front();
+  const auto suggestion = [](const std::vector<std::string>& names, std::string_view text) -> std::string {
+    const std::vector<std::string_view> views(names.begin(), names.end());
+    const std::optional<std::string_view> guess = closest_name(text, views);
+    return guess ? fmt::format(": did you mean {}?", *guess) : "";
+  };
+  if (first.size() > 1 && first.front() == '-') {
+    const std::string option = first.substr(0, first.find('='));
+    std::vector<std::string> names;
+    for (const CLI::Option* o : owner->get_options())
+      for (const std::string& name : o->get_lnames()) names.push_back("--" + name);
+    return fmt::format("unknown option '{}'{}{}", printable(option),
+                       owner == &app ? "" : fmt::format(" for {}", owner->get_name()), suggestion(names, option));
+  }
+  if (owner == &app) {
+    std::vector<std::string> commands;
+    for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
+    const std::string guess = suggestion(commands, first);
+    if (!guess.empty()) return fmt::format("unknown command '{}'{}", printable(first), guess);
+    return fmt::format("unexpected argument '{}': a run takes only options; the commands are {}", printable(first),
+                       fmt::join(commands, ", "));
+  }
+  return fmt::format("{}: unexpected argument '{}'", owner->get_name(), printable(first));
 }
 
 // What one command registered on the command line: its (sub)command, and the step that
@@ -314,6 +354,8 @@ Request parse_command_line(int argc, char** argv) {
     req.command = Command::Help;
     req.help_text = app.help("", CLI::AppFormatMode::All);
     return req;
+  } catch (const CLI::ExtrasError&) {
+    E3_THROW(ErrorKind::Usage, "{} (see --help)", unexpected_argument(app));
   } catch (const CLI::ParseError& e) {
     E3_THROW(ErrorKind::Usage, "{} (see --help)", e.what());
   } catch (const Error& e) {  // a named option's value (add_named_option)

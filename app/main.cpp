@@ -62,7 +62,7 @@ int run_command(const Request& req, const MpiEnv& mpi) {
     grid_holder.emplace(rc.tp);
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::Usage) throw;
-    if (mpi.world_rank() == 0) spdlog::critical("{}", e.describe());
+    if (mpi.world_rank() == 0) spdlog::critical("{}", e.describe(level <= spdlog::level::debug));
     return exit_code(e.kind());
   }
   const parallel::Grid& grid = *grid_holder;
@@ -126,7 +126,8 @@ int main(int argc, char** argv) {
     return e3::app::run(argc, argv, mpi);
   } catch (e3::Error& e) {
     e.set_rank(mpi.world_rank());
-    spdlog::critical("{}", e.describe());
+    // Where in the code an error was raised helps whoever debugs it (--log-level debug), not a user.
+    spdlog::critical("{}", e.describe(spdlog::default_logger()->should_log(spdlog::level::debug)));
     spdlog::default_logger()->flush();
     std::fflush(stdout);
     // Agreed failures end every rank together; anything else may leave peers inside a

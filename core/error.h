@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace e3 {
 
@@ -26,6 +27,13 @@ enum class ErrorKind {
 int exit_code(ErrorKind kind);
 const char* kind_name(ErrorKind kind);
 
+// `text` as it may appear inside a log line or an error message: every control character (C0,
+// DEL and the C1 range U+0080..U+009F) written as a JSON escape (\n, \t, \r, \u001b, \u009b)
+// and every byte that is not part of valid UTF-8 as \xNN; all else as is. The one function that
+// user text (ids, keys, names read from files) passes through on its way to a message, so that
+// it can neither end the line (a fake "critical:" line after it) nor move a terminal's cursor.
+std::string printable(std::string_view text);
+
 class Error : public std::runtime_error {
  public:
   Error(ErrorKind kind, const std::string& message, const char* file, int line);
@@ -39,8 +47,10 @@ class Error : public std::runtime_error {
   // All ranks agreed on this failure and exit together: no MPI_Abort is needed.
   bool agreed() const { return agreed_; }
   void set_agreed() { agreed_ = true; }
-  // "rank 3: <message> (model/loader.cpp:120)"
-  std::string describe() const;
+  // "rank 3: input error: <message>". The place it was raised, " (model/loader.cpp:120)", is
+  // added for internal errors, which are bugs, and when `with_place` (--log-level debug): a
+  // user-facing error says what is wrong with the input, not where the code noticed.
+  std::string describe(bool with_place = false) const;
 
  private:
   ErrorKind kind_;

@@ -113,10 +113,10 @@ bool is_plain_file_name(std::string_view name) {
 }
 
 std::string clip(std::string_view text, size_t max_chars) {
-  if (text.size() <= max_chars) return std::string(text);
+  if (text.size() <= max_chars) return printable(text);
   size_t n = max_chars;  // never split a UTF-8 character
   while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
-  return fmt::format("{}... ({} bytes)", text.substr(0, n), text.size());
+  return fmt::format("{}... ({} bytes)", printable(text.substr(0, n)), text.size());
 }
 
 std::string json_excerpt(const json& value, size_t max_chars) {

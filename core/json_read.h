@@ -60,7 +60,7 @@ nlohmann::json read_json_file(const std::filesystem::path& path, ErrorKind kind,
 bool is_plain_file_name(std::string_view name);
 
 // `text` cut to at most `max_chars` bytes on a UTF-8 character boundary, with "... (N bytes)"
-// marking the cut, for messages that quote user input.
+// marking the cut, and made printable (core/error.h), for messages that quote user input.
 std::string clip(std::string_view text, size_t max_chars = 120);
 
 // A JSON value as quoted in an error message: its text, clipped.

@@ -76,7 +76,7 @@ E parse_named(std::string_view text, std::string_view what, ErrorKind kind = Err
   std::vector<std::string_view> names;
   for (const NamedValue<E>& n : name_table(E{})) names.push_back(n.name);
   const std::optional<std::string_view> guess = closest_name(text, names);
-  E3_THROW(kind, "{}: must be {}, not '{}'{}", what, valid_names<E>(), text,
+  E3_THROW(kind, "{}: must be {}, not '{}'{}", what, valid_names<E>(), printable(text),
            guess ? fmt::format(" (did you mean '{}'?)", *guess) : "");
 }
 

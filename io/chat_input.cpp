@@ -19,6 +19,18 @@ constexpr size_t kMaxIdBytes = 4096;  // HDF5 keeps the id as an attribute, whic
 
 std::string quoted(const json& v) { return json_excerpt(v, 80); }
 
+// Where the first control character of `id` starts: C0 (NUL, newline, escape...), DEL, or C1
+// (U+0080..U+009F, which some terminals obey as escapes too). The JSON parser has already
+// checked the UTF-8, so C1 is exactly the byte pair C2 80..C2 9F.
+std::optional<size_t> control_character_at(std::string_view id) {
+  for (size_t i = 0; i < id.size(); ++i) {
+    const auto c = static_cast<unsigned char>(id[i]);
+    if (c < 0x20 || c == 0x7F) return i;
+    if (c == 0xC2 && i + 1 < id.size() && (static_cast<unsigned char>(id[i + 1]) & 0xE0) == 0x80) return i;
+  }
+  return std::nullopt;
+}
+
 // "unknown key \"x\": did you mean \"y\"?" for a key outside `known`, or nothing.
 void require_known_keys(const json& object, const std::vector<std::string_view>& known, const std::string& where,
                         std::string_view what) {
@@ -128,6 +140,13 @@ void parse_line_id(const json& doc, const std::string& where, bool& has_id, std:
   id = v.is_string() ? v.get<std::string>() : v.dump();
   E3_REQUIRE(id.size() <= kMaxIdBytes, ErrorKind::Input, "{}: \"id\" is {} bytes long, more than {} allowed", where,
              id.size(), kMaxIdBytes);
+  if (const std::optional<size_t> at = control_character_at(id)) {
+    const size_t bytes = static_cast<unsigned char>(id[*at]) == 0xC2 ? 2 : 1;
+    E3_THROW(ErrorKind::Input,
+             "{}: \"id\" \"{}\" holds the control character {} at byte {}: ids name samples in logs, shards and "
+             "exported file names, so they must be printable text",
+             where, clip(id, 80), printable(id.substr(*at, bytes)), *at + 1);
+  }
 }
 
 LineKind line_kind(const json& doc, const std::string& where) {

@@ -39,7 +39,9 @@ Conversation parse_conversation(const nlohmann::ordered_json& doc, const std::st
 std::string parse_text_line(const nlohmann::ordered_json& doc, const std::string& where, bool& has_id, std::string& id);
 
 // The "id" of a line (a string, or an integer written as its decimal text); absent or null gives
-// has_id = false. Shared with the token-id lines, so that every kind names samples alike.
+// has_id = false. Shared with the token-id lines, so that every kind names samples alike. An id
+// over 4096 bytes or holding a control character (C0 such as NUL or newline, DEL, C1) is an
+// input error.
 void parse_line_id(const nlohmann::ordered_json& doc, const std::string& where, bool& has_id, std::string& id);
 
 }  // namespace e3::io

@@ -237,10 +237,10 @@ Parsed parse_sample(const json& doc, const std::string& where, int64_t vocab) {
 // the embedding table (a mismatched --tokenizer) must not index past it.
 Parsed encode_text_line(const json& doc, LineKind kind, const std::string& where, int64_t vocab, ChatSource& chat,
                         EncodedSample* keep) {
-  const ChatEncoder& encoder = chat.get(where);
   Parsed p;
   p.kind = kind;
-  parse_line_id(doc, where, p.has_id, p.id);
+  parse_line_id(doc, where, p.has_id, p.id);  // a bad id is named whether or not a tokenizer is at hand
+  const ChatEncoder& encoder = chat.get(where);
   EncodedSample s = encoder.encode(doc, kind, where, keep != nullptr);
   E3_REQUIRE(!s.ids.empty(), ErrorKind::Input, "{}: empty sample: the text gives no tokens", where);
   for (size_t i = 0; i < s.ids.size(); ++i)
@@ -257,6 +257,12 @@ Parsed encode_text_line(const json& doc, LineKind kind, const std::string& where
 // Parses and checks one line; `where` is "FILE:LINE". Every problem is an input error.
 Parsed parse_line(const std::string& line, const std::string& where, int64_t vocab, ChatSource& chat,
                   EncodedSample* keep = nullptr) {
+  // The JSON parser takes a NUL for the end of its input and would silently drop the rest of
+  // the line. Both the first read and the re-read by offset come through here.
+  if (const size_t nul = line.find('\0'); nul != std::string::npos)
+    E3_THROW(ErrorKind::Input,
+             "{}: a raw NUL byte at column {} (JSON text holds none: is the file UTF-16 or binary?)", where,
+             nul + 1);
   const json doc = parse_json(line, where);
   try {
     const LineKind kind = line_kind(doc, where);

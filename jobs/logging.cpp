@@ -1,14 +1,40 @@
 #include "jobs/logging.h"
 
+#include <algorithm>
+#include <memory>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include "core/error.h"
 
 namespace e3::jobs {
+namespace {
+
+// The message of a log line, made printable (core/error.h) line by line: a message may span
+// lines on purpose (the bad lines of a file, one per line), but no text it quotes can move a
+// terminal's cursor or recolour the line, even where the code that built it forgot to escape it.
+class PrintableMessage final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    const std::string_view text(msg.payload.data(), msg.payload.size());
+    for (size_t begin = 0;;) {
+      const size_t end = std::min(text.find('\n', begin), text.size());
+      const std::string line = printable(text.substr(begin, end - begin));
+      dest.append(line.data(), line.data() + line.size());
+      if (end == text.size()) return;
+      dest.push_back('\n');
+      begin = end + 1;
+    }
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<PrintableMessage>(); }
+};
+
+}  // namespace
 
 spdlog::level::level_enum spdlog_level(LogLevel level) {
   switch (level) {
@@ -34,8 +60,11 @@ void install_rank_logger(const std::string& tag, spdlog::level::level_enum level
     }
   }
   auto logger = std::make_shared<spdlog::logger>("eagle3", sinks.begin(), sinks.end());
-  // The tag is literal pattern text (it holds no %), fixed for the life of the process.
-  logger->set_pattern("%Y-%m-%d %H:%M:%S.%e " + tag + " %l: %v");
+  // The tag is literal pattern text (it holds no %), fixed for the life of the process; %* is
+  // the message, escaped.
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  formatter->add_flag<PrintableMessage>('*').set_pattern("%Y-%m-%d %H:%M:%S.%e " + tag + " %l: %*");
+  logger->set_formatter(std::move(formatter));
   logger->set_level(level);
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(std::move(logger));

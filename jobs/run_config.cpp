@@ -18,12 +18,15 @@ std::vector<int> parse_capture_ids(const std::string& text) {
   size_t begin = 0;
   for (int item = 1;; ++item) {
     const size_t end = std::min(text.find(',', begin), text.size());
-    const std::string_view piece(text.data() + begin, end - begin);
-    E3_REQUIRE(!piece.empty(), ErrorKind::Usage, "--layers {}: item {} is empty", text, item);
+    std::string_view piece(text.data() + begin, end - begin);
+    // "2, 16, 29" (spaces after the commas, as a person writes a list) is the same list.
+    piece.remove_prefix(std::min(piece.size(), piece.find_first_not_of(' ')));
+    piece.remove_suffix(piece.size() - std::min(piece.size(), piece.find_last_not_of(' ') + 1));
+    E3_REQUIRE(!piece.empty(), ErrorKind::Usage, "--layers {}: item {} is empty", printable(text), item);
     int value = 0;
     const auto [ptr, ec] = std::from_chars(piece.data(), piece.data() + piece.size(), value);
     E3_REQUIRE(ec == std::errc() && ptr == piece.data() + piece.size(), ErrorKind::Usage,
-               "--layers {}: item {} ('{}') is not an integer", text, item, piece);
+               "--layers {}: item {} ('{}') is not an integer", printable(text), item, printable(piece));
     ids.push_back(value);
     if (end == text.size()) return ids;
     begin = end + 1;

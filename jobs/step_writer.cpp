@@ -102,7 +102,7 @@ void ShardCommitter::write(const std::vector<StepSample>& samples, const model::
     const io::SampleRecord& r = *ss.record;
     if (const auto reason = nonfinite_reason(rows, final_rows, static_cast<int64_t>(ss.ids.size()))) {
       const std::string what = fmt::format("sample {} ({}:{}{}): {}", r.index, check_.data_path, r.line,
-                                           r.has_id ? fmt::format(", id \"{}\"", r.id) : "", *reason);
+                                           r.has_id ? fmt::format(", id \"{}\"", printable(r.id)) : "", *reason);
       E3_REQUIRE(check_.mode == OnNonfinite::Skip, ErrorKind::NonFinite,
                  "{}; nothing of it was written (--on-nonfinite skip would leave it out and go on)", what);
       spdlog::warn("{}: left out (--on-nonfinite skip)", what);

@@ -126,6 +126,18 @@ TEST(ChatInput, TextLines) {
   EXPECT_TRUE(Contains(input_error([&] { parse_text_line(json::parse(R"({"text": "x", "txt": 1})"), "w:1", has_id, id); }), "unknown key \"txt\""));
 }
 
+// Every kind of line takes its id through parse_line_id, and refuses control characters alike.
+TEST(ChatInput, IdsWithControlCharactersAreRefusedInEveryKind) {
+  bool has_id = false;
+  std::string id;
+  EXPECT_TRUE(Contains(input_error([&] { parse_text_line(json::parse(R"({"id": "a\u0000b", "text": "hi"})"), "w:1", has_id, id); }),
+                       R"(w:1: "id" "a\u0000b" holds the control character \u0000 at byte 2)"));
+  EXPECT_TRUE(Contains(input_error([&] { conversation(R"({"id": "x\ny", "messages": [{"role": "user", "content": "hi"}]})"); }),
+                       R"(d.jsonl:7: "id" "x\ny" holds the control character \n at byte 2)"));
+  EXPECT_TRUE(Contains(input_error([&] { conversation(R"({"id": "\u001b[2J", "conversations": [{"from": "human", "value": "hi"}]})"); }),
+                       R"("id" "\u001b[2J" holds the control character \u001b at byte 1)"));
+}
+
 // Tokens over a text, by byte ranges: mask_from_spans sees only ranges and ids.
 std::vector<tok::Token> tokens_at(const std::vector<std::tuple<int32_t, uint32_t, uint32_t>>& t) {
   std::vector<tok::Token> out;

@@ -219,6 +219,48 @@ TEST_F(DatasetTest, IdOfMoreThan4096BytesIsAnError) {
   EXPECT_EQ(std::string(err->what()).find(too_long), std::string::npos) << "the message quotes the whole id";
 }
 
+// Ids equal up to a NUL would collide where the id is a C string (HDF5 attributes, file names),
+// and an id holding a newline and an escape sequence would print a fake log line: refused.
+TEST_F(DatasetTest, IdsWithControlCharactersAreErrors) {
+  const std::string good = "{\"id\": \"a\", \"input_ids\": [1]}\n";
+  expect_error_at(good + R"({"id": "a\u0000b", "input_ids": [1]})" "\n", 2,
+                  R"("id" "a\u0000b" holds the control character \u0000 at byte 2)");
+  expect_error_at(good + R"({"id": "x\n[r0/1] critical: \u001b[31m", "input_ids": [1]})" "\n", 2,
+                  R"("id" "x\n[r0/1] critical: \u001b[31m" holds the control character \n at byte 2)");
+  expect_error_at(good + R"({"id": "tab\there", "input_ids": [1]})" "\n", 2, "control character \\t at byte 4");
+  expect_error_at(good + R"({"id": "del\u007f", "input_ids": [1]})" "\n", 2, "control character \\u007f at byte 4");
+  expect_error_at(good + R"({"id": "c1\u009b", "input_ids": [1]})" "\n", 2, "control character \\u009b at byte 3");
+  // Every bad id of the file is named, and no message carries the raw character.
+  write(R"({"id": "a\u0000b", "input_ids": [1]})" "\n" R"({"id": "a\u0000c", "input_ids": [1]})" "\n");
+  const auto err = error_of([&] { Dataset::open(path_, options()); });
+  ASSERT_TRUE(err.has_value());
+  const std::string what = err->what();
+  EXPECT_TRUE(Contains(what, path_.string() + ":2: \"id\" \"a\\u0000c\"")) << what;
+  EXPECT_EQ(what.find('\0'), std::string::npos);
+  // Printable text beyond ASCII stays an id.
+  write("{\"id\": \"caf\xc3\xa9 \\u00a0\xe2\x82\xac\", \"input_ids\": [1]}\n");
+  EXPECT_EQ(Dataset::open(path_, options()).samples().at(0).id, "caf\xc3\xa9 \xc2\xa0\xe2\x82\xac");
+}
+
+// The JSON parser stops at a NUL as at the end of its input: the rest of the line was dropped.
+TEST_F(DatasetTest, ARawNulByteInALineIsAnError) {
+  const std::string nul(1, '\0');
+  expect_error_at("{\"input_ids\": [1]}\n{\"input_ids\": [1]}" + nul + "{\"loss_mask\": [0]}\n", 2,
+                  "a raw NUL byte at column 19");
+  expect_error_at("{\"input_ids\": [1, 2]" + nul + ", \"loss_mask\": [0]}\n", 1, "a raw NUL byte at column 21");
+}
+
+TEST_F(DatasetTest, ARawNulByteWrittenAfterTheCheckIsAnErrorOnReRead) {
+  write("{\"input_ids\": [1]}\n{\"input_ids\": [2, 3]}   \n");
+  const Dataset ds = Dataset::open(path_, options());
+  // The same length, so only the bytes tell the change: a NUL after the sample's last key.
+  write("{\"input_ids\": [1]}\n{\"input_ids\": [2, 3]}" + std::string(1, '\0') + "  \n");
+  const auto err = error_of([&] { read(ds, 1); });
+  ASSERT_TRUE(err.has_value()) << "the re-read dropped the rest of the line silently";
+  EXPECT_EQ(err->kind(), ErrorKind::Input);
+  EXPECT_TRUE(Contains(err->what(), path_.string() + ":2: a raw NUL byte at column 22")) << err->what();
+}
+
 TEST_F(DatasetTest, DuplicateKeysAreErrors) {
   expect_error_at(R"({"input_ids": [1, 2], "input_ids": [3]})" "\n", 1, "duplicate key \"input_ids\"");
   expect_error_at(R"({"id": "a", "loss_mask": [1], "input_ids": [1], "loss_mask": [0]})" "\n", 1,

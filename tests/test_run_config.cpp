@@ -25,6 +25,9 @@ TEST(LayersOption, CommaSeparatedIntegers) {
   EXPECT_EQ(parse_capture_ids("0"), (std::vector<int>{0}));
   // Negative and repeated ids reach the model-aware check, which names them.
   EXPECT_EQ(parse_capture_ids("-1,3,3"), (std::vector<int>{-1, 3, 3}));
+  // As a person writes a list: --layers "2, 3, 4".
+  EXPECT_EQ(parse_capture_ids("2, 3, 4"), (std::vector<int>{2, 3, 4}));
+  EXPECT_EQ(parse_capture_ids(" 2 ,3 "), (std::vector<int>{2, 3}));
 }
 
 TEST(LayersOption, EmptyListsAndItemsAreUsageErrors) {
@@ -39,7 +42,8 @@ TEST(LayersOption, EmptyListsAndItemsAreUsageErrors) {
       {"1,", "--layers 1,: item 2 is empty"},
       {"1,x", "--layers 1,x: item 2 ('x') is not an integer"},
       {"1.5", "item 1 ('1.5') is not an integer"},
-      {"2, 16", "item 2 (' 16') is not an integer"},
+      {"1, ,2", "--layers 1, ,2: item 2 is empty"},
+      {"2 16", "item 1 ('2 16') is not an integer"},
       {"99999999999", "item 1 ('99999999999') is not an integer"},
   };
   for (const Case& c : cases) {

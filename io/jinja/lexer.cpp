@@ -93,7 +93,7 @@ class Lexer {
   [[noreturn]] void fail(size_t at, const std::string& what) {
     int line = 1, col = 1;
     position(at, &line, &col);
-    E3_THROW(ErrorKind::Input, "{}:{}:{}: {}", name_, line, col, what);
+    E3_THROW(ErrorKind::Input, "{}:{}:{}: {}", printable(name_), line, col, printable(what));
   }
 
   // Line and column (in code points) of byte `at`; counted forward from the last position asked

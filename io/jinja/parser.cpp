@@ -62,7 +62,7 @@ class Parser {
   }
 
   [[noreturn]] void fail_at(const Token& t, const std::string& what) const {
-    E3_THROW(ErrorKind::Input, "{}:{}:{}: {}", name_, t.line, t.col, what);
+    E3_THROW(ErrorKind::Input, "{}:{}:{}: {}", printable(name_), t.line, t.col, printable(what));
   }
   [[noreturn]] void fail_here(const std::string& what) const { fail_at(cur(), what + ", got " + describe(cur())); }
 

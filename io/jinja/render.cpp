@@ -98,7 +98,7 @@ Rendered Interp::run(std::shared_ptr<Frame> root) {
   try {
     exec(program_.body, root);
   } catch (const JinjaError& e) {
-    E3_THROW(ErrorKind::Input, "{}:{}: {}", program_.name, line_, e.what());
+    E3_THROW(ErrorKind::Input, "{}:{}: {}", printable(program_.name), line_, printable(e.what()));
   }
   Rendered r;
   r.text = root_out_.str();
@@ -753,7 +753,7 @@ Rendered Template::render(const nlohmann::ordered_json& context,
     for (auto it = context.begin(); it != context.end(); ++it)
       root->vars.emplace_back(it.key(), from_json(it.value(), map, 0, 0));
   } catch (const JinjaError& e) {
-    E3_THROW(ErrorKind::Input, "{}: {}", program_->name, e.what());
+    E3_THROW(ErrorKind::Input, "{}: {}", printable(program_->name), printable(e.what()));
   }
   return interp.run(root);
 }

@@ -26,6 +26,28 @@ long_id=$(head -c 65536 /dev/zero | tr '\0' a)
 check long_id 'long_id.jsonl:2: "id" is 65536 bytes long, more than 4096 allowed' "$good" "{\"id\": \"$long_id\", \"input_ids\": [1]}"
 [ "$(wc -c < "$LOG")" -lt 4096 ] || fail "the message quotes the whole 64 KiB id"
 check duplicate_key 'duplicate_key.jsonl:1: duplicate key "input_ids"' '{"input_ids": [1], "input_ids": [2]}'
+# Ids equal up to a NUL collided in the shards and the export; an id with a newline and an escape
+# sequence printed a fake critical line. Refused, every one named, printed escaped.
+check nul_id 'nul_id.jsonl:3: "id" "a\\u0000c" holds the control character \\u0000 at byte 2' \
+  "$good" '{"id": "a\u0000b", "input_ids": [1]}' '{"id": "a\u0000c", "input_ids": [1]}'
+grep -q 'nul_id.jsonl:2: "id" "a\\u0000b"' "$LOG" || { cat "$LOG"; fail "the first NUL id is not named"; }
+fake='{"id": "x\n2024-01-01 00:00:00.000 [r0/1] critical: \u001b[32mall shards lost", "input_ids": [1]}'
+check control_id 'control_id.jsonl:2: "id" "x\\n2024-01-01 00:00:00.000 \[r0/1\] critical: \\u001b\[32mall' \
+  "$good" "$fake" '{"id": "del\u007f", "messages": [{"role": "user", "content": "hi"}]}'
+grep -q $'\x1b' "$LOG" && { cat -v "$LOG"; fail "an escape character reached the log"; }
+grep -q 'control_id.jsonl:3: "id" "del\\u007f" holds the control character \\u007f' "$LOG" ||
+  { cat "$LOG"; fail "a messages line's control id is not refused"; }
+# A raw NUL byte ended the line for the JSON parser; the rest of it was dropped silently.
+printf '%s\n{"input_ids": [1]}\0{"loss_mask": [0]}\n' "$good" > "$work/nul_byte.jsonl"
+LOG="$work/nul_byte.log"
+run 2 --model "$model" --data "$work/nul_byte.jsonl" --out "$work/out_nul_byte"
+expect_failure 3 "nul_byte.jsonl:2: a raw NUL byte at column 19" "$work/out_nul_byte"
+# A user-facing error ends with what is wrong, not where the code noticed; --log-level debug adds that.
+if grep -q '\.\(cpp\|h\):[0-9]*)$' "$LOG"; then cat "$LOG"; fail "an input error names a source file"; fi
+LOG="$work/nul_byte_debug.log"
+run 1 --model "$model" --data "$work/nul_byte.jsonl" --out "$work/out_nul_byte" --log-level debug
+expect_failure 3 "nul_byte.jsonl:2: a raw NUL byte" "$work/out_nul_byte"
+grep -q 'critical: .*\.cpp:[0-9]*)$' "$LOG" || { cat "$LOG"; fail "--log-level debug does not name the source place"; }
 check deep 'deep.jsonl:1: JSON nested more than 64 levels deep' "$(head -c 100000 /dev/zero | tr '\0' '[')"
 check deep_value 'deep_value.jsonl:1: JSON nested more than 64 levels deep' "{\"input_ids\": [1, $(head -c 100000 /dev/zero | tr '\0' '[')2$(head -c 100000 /dev/zero | tr '\0' ']')]}"
 check overflow 'overflow.jsonl:2: invalid JSON value: .*number overflow' "$good" '{"input_ids": [1], "loss_mask": [1e400]}'
@@ -92,12 +114,21 @@ usage_error "--tp must be positive, not 0" --tp 0
 usage_error "--tp must be positive, not -2" --tp -2
 usage_error "--threads must be positive, not 0" --threads 0
 usage_error "--threads must be positive, not -1" --threads -1
+# A mistyped option or command: its likely meaning, the arguments in their own order, no source place.
+usage_error "unknown option '--layer': did you mean --layers? (see --help)" --layer 1,2,3
+if grep -q '\.cpp:[0-9]*)' "$LOG"; then cat "$LOG"; fail "a usage error names a source file"; fi
+usage_error "unknown option '--on-lnog': did you mean --on-long?" --on-lnog=skip
+usage_error "unexpected argument 'extra.jsonl': a run takes only options; the commands are verify, info" extra.jsonl
+run 1 verfiy "$work/out_usage"
+expect_failure 2 "unknown command 'verfiy': did you mean verify? (see --help)" "$work/out_usage"
+run 1 verify "$work/out_usage" --allow-incomplet
+expect_failure 2 "unknown option '--allow-incomplet' for verify: did you mean --allow-incomplete?" "$work/out_usage"
 # More threads than cores: a warning, and the run goes on. --layers given twice adds up.
 LOG="$work/threads.log"
 cores=$(getconf _NPROCESSORS_ONLN)
 run 1 --model "$model" --data "$work/long.jsonl" --out "$work/out_threads" --backend cpu --threads $((cores + 1)) \
-  --layers 2 --layers 4,5
+  --layers 2 --layers "4, 5"
 [ "$RC" -eq 0 ] || { cat "$LOG"; fail "a run with more threads than cores exited $RC"; }
-grep -q "capture ids \[2, 4, 5\]" "$LOG" || { cat "$LOG"; fail "--layers 2 --layers 4,5 is not [2, 4, 5]"; }
+grep -q "capture ids \[2, 4, 5\]" "$LOG" || { cat "$LOG"; fail "--layers 2 --layers \"4, 5\" is not [2, 4, 5]"; }
 grep -q "warning: --threads $((cores + 1)) on each of the 1 rank of this node is $((cores + 1)) threads for $cores cores" "$LOG" ||
   { cat "$LOG"; fail "no warning for more threads than cores"; }

@@ -13,7 +13,7 @@ work=$(fresh_dir trainers_readers)
 # sample (the 120-token s3) over --max-seq-len, skipped: export rows then differ from indices.
 "$PYTHON" - "$model/input.jsonl" "$work/input.jsonl" <<'PY'
 import json, sys
-ids = ["s0", None, "a/b", "../up", "\u0001ctl", None, "ok.id-6", ".."]
+ids = ["s0", None, "a/b", "../up", "sp ace\u00a0*", None, "ok.id-6", ".."]
 with open(sys.argv[1]) as src, open(sys.argv[2], "w") as out:
     for line, sample_id in zip(src, ids):
         d = json.loads(line)

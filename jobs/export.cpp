@@ -530,6 +530,7 @@ ExportStart prepare_export(const ExportOptions& o, std::optional<DirLock>* lock)
     // to leave behind. DEST is locked, so none is being written now.
     for (auto it = fs::recursive_directory_iterator(o.dest); it != fs::recursive_directory_iterator(); ++it)
       if (it->is_regular_file() && io::is_temporary_name(it->path().filename().string())) fs::remove(it->path(), ec);
+    if (o.space_check) check_export_space(o, s);
     spdlog::info("export: resuming the export into {}", o.dest.string());
   } else {
     const auto other = std::find_if(fs::directory_iterator(o.dest), fs::directory_iterator(),
@@ -537,11 +538,11 @@ ExportStart prepare_export(const ExportOptions& o, std::optional<DirLock>* lock)
     E3_REQUIRE(other == fs::directory_iterator(), ErrorKind::Output,
                "export: {} is not empty: give a new or empty directory (a trainer would read what else lies there)",
                o.dest.string());
+    if (o.space_check) check_export_space(o, s);  // before anything is written into DEST
     make_directory(o.dest / kStateDir);
     write_json_file(state, identity);
   }
   if (o.format == ExportFormat::Speculators) make_directory(o.dest / "hidden_states");
-  if (o.space_check) check_export_space(o, s);
   return ExportStart::Export;
 }
 

@@ -71,7 +71,7 @@ uint64_t tensor_bytes(const TensorRef& tensor, const std::filesystem::path& wher
 }
 
 std::filesystem::path temporary_path(const std::filesystem::path& final_path) {
-  return final_path.parent_path() / ("." + final_path.filename().string() + ".partial");
+  return final_path.parent_path() / fmt::format(".{}.partial", final_path.filename().string());
 }
 
 bool is_temporary_name(const std::string& name) {

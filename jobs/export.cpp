@@ -502,7 +502,11 @@ ExportStart prepare_export(const ExportOptions& o, std::optional<DirLock>* lock)
   fs::create_directories(o.dest, ec);
   E3_REQUIRE(!ec && fs::is_directory(o.dest), ErrorKind::Output, "export: cannot create {}: {}", o.dest.string(),
              ec.message());
-  if (lock) lock->emplace(lock_export_dest(o.dest));
+  // Taken before anything is read of DEST's state that the export would change; a finished DEST
+  // with nothing to do is not written (it may be read-only), so it needs none.
+  const auto take_lock = [&] {
+    if (lock) lock->emplace(lock_export_dest(o.dest));
+  };
   if (fs::exists(o.dest / kDoneFile)) {
     nlohmann::json done = read_json_file(o.dest / kDoneFile, ErrorKind::Output, "export: ");
     for (const auto& [key, value] : identity.items())
@@ -515,10 +519,12 @@ ExportStart prepare_export(const ExportOptions& o, std::optional<DirLock>* lock)
     const bool same = target_vocab == 0 ? had.is_null()
                                         : had.is_object() && had.value("size", int64_t{0}) == draft_vocab_size(o, target_vocab);
     if (same) return ExportStart::NothingToDo;
+    take_lock();
     done["draft_vocab"] = export_draft_vocab(o, s);
     write_json_file(o.dest / kDoneFile, done);
     return ExportStart::VocabRewritten;
   }
+  take_lock();
   const fs::path state = o.dest / kStateDir / kStateFile;
   if (fs::exists(state)) {
     nlohmann::json was = read_json_file(state, ErrorKind::Output, "export: ");

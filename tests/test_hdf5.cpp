@@ -367,8 +367,8 @@ TEST(Hdf5Errors, ADamagedSuperblockIsNotTakenForAFileLockingProblem) {
   const fs::path path = good_shard(dir.path());
   {
     std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
-    f.seekp(12);
-    f.put('\x7f');  // inside the superblock, after its signature
+    f.seekp(8);
+    f.put('\x7f');  // the superblock's version, right after its signature
   }
   const H5Id fapl = e3::io::file_access_list();
   H5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);

@@ -301,14 +301,18 @@ Registered add_export_options(CLI::App& app, Request& req) {
   exporter->add_flag("--skip-verify", o.skip_verify,
                      "do not make verify's checks first (checksums and values of every shard): for a SRC that "
                      "`eagle3_extract verify` has just passed");
+  auto no_space_check = std::make_shared<bool>(false);
+  exporter->add_flag("--no-space-check", *no_space_check,
+                     "start even when DEST's file system has less free space than the estimated export");
   auto vocab_size = std::make_shared<int64_t>(0);
   auto* vocab = exporter->add_option(
       "--draft-vocab-size", *vocab_size,
       "tokens of the draft model's vocabulary, the most frequent masked ones, whose mapping files are written; "
       "default: 32000, or the target's whole vocabulary when smaller");
-  return {exporter, [paths, threads, vocab, vocab_size](Request& req) {
+  return {exporter, [paths, threads, vocab, vocab_size, no_space_check](Request& req) {
             jobs::ExportOptions& o = req.export_options;
             req.command = Command::Export;
+            o.space_check = !*no_space_check;
             o.src = paths->src;
             o.dest = paths->dest;
             E3_REQUIRE(threads->count() == 0 || o.threads > 0, ErrorKind::Usage,

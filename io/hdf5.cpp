@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
@@ -27,6 +28,16 @@ herr_t collect_link(hid_t, const char* name, const H5L_info_t*, void* out) {
 #endif
   static_cast<std::vector<std::string>*>(out)->push_back(name);
   return 0;
+}
+
+// HDF5's words for a file lock it could not take ("unable to lock the file", "file lock request
+// failed", flock's "No locks available"); not any "lock": the extensible arrays' superblock
+// functions (H5EA__sblock_*) fail on a damaged file, and that is no file-system matter.
+bool mentions_file_locking(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* phrase : {"lock the file", "lock file", "file lock", "flock", "no locks available"})
+    if (text.find(phrase) != std::string::npos) return true;
+  return false;
 }
 
 }  // namespace
@@ -69,7 +80,7 @@ std::string hdf5_error_text() {
   // The two failures an HPC user meets most, with what to do about them.
   if (text.find("No space left") != std::string::npos || text.find("errno = 28") != std::string::npos)
     text += std::string(" ") + kDiskFullHint;
-  else if (text.find("lock") != std::string::npos)
+  else if (mentions_file_locking(text))
     text += " [this file system does not support file locking: export HDF5_USE_FILE_LOCKING=FALSE (with mpirun -x "
             "HDF5_USE_FILE_LOCKING, or in the sbatch script)]";
   return text;
@@ -81,6 +92,12 @@ H5Id file_access_list() {
   // HDF5's advisory lock guards nothing here; where the file system cannot lock (some NFS and
   // Lustre mounts) go on without it rather than fail.
   E3_H5(H5Pset_file_locking(fapl.get(), true, true), "H5Pset_file_locking");
+  return fapl;
+}
+
+H5Id file_create_access_list() {
+  H5Id fapl = file_access_list();
+  E3_H5(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V110, H5F_LIBVER_V110), "H5Pset_libver_bounds");
   return fapl;
 }
 

@@ -62,6 +62,11 @@ class H5Id {
 
 // File access properties for every file we open: locking used where the file system offers it.
 H5Id file_access_list();
+// The same for the files we create: HDF5 1.10's file format (v3 superblock, v2 object headers,
+// new-style groups), whose metadata all carry checksums, so that a damaged file is refused
+// where the 1.8 format's unchecked structures would be followed. Fixed at 1.10 on both bounds:
+// every HDF5 (and h5py) from 1.10 on reads it, whichever library wrote it.
+H5Id file_create_access_list();
 
 // The file type for a storage dtype. bf16 is a custom 16-bit float: sign bit 15, exponent
 // bits 7..14 (bias 127), mantissa bits 0..6; HDF5 converts it to and from native float.

@@ -25,7 +25,7 @@ InspectedShard inspect_shard(const std::filesystem::path& path) {
     H5Id g(E3_H5(H5Gopen2(samples.get(), n.c_str(), H5P_DEFAULT), "{}: opening sample {}", where, n), H5Gclose);
     const auto tokens = read_attr_int(g.get(), "num_tokens");
     E3_REQUIRE(tokens.has_value(), ErrorKind::Output, "{}: sample {} has no num_tokens", where, n);
-    out.record.samples.push_back(std::stoll(n));
+    out.record.samples.push_back(require_sample_index(n, where));
     out.record.num_tokens += *tokens;
   }
   if (H5Lexists(file.get(), "skipped", H5P_DEFAULT) > 0) {
@@ -33,7 +33,7 @@ InspectedShard inspect_shard(const std::filesystem::path& path) {
     for (const std::string& n : list_links(skipped.get(), where)) {
       H5Id g(E3_H5(H5Gopen2(skipped.get(), n.c_str(), H5P_DEFAULT), "{}: opening /skipped/{}", where, n), H5Gclose);
       out.record.skipped.push_back(
-          {std::stoll(n), read_attr_int(g.get(), "line").value_or(0), read_attr_string(g.get(), "reason").value_or("")});
+          {require_sample_index(n, where), read_attr_int(g.get(), "line").value_or(0), read_attr_string(g.get(), "reason").value_or("")});
     }
   }
   file.close();

@@ -82,7 +82,7 @@ ShardLayout read_shard_layout(const std::filesystem::path& path) {
     const std::string sw = fmt::format("{} sample {}", where, key);
     H5Id g(E3_H5(H5Gopen2(samples.get(), key.c_str(), H5P_DEFAULT), "{}: opening", sw), H5Gclose);
     StoredSample s;
-    s.index = std::stoll(key);
+    s.index = require_sample_index(key, where);
     s.id = read_attr_string(g.get(), "id");
     s.tokens = read_attr_int(g.get(), "num_tokens").value_or(0);
     for (const std::string& name : list_links(g.get(), sw)) s.datasets.push_back(locate(g.get(), name, sw));

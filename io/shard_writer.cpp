@@ -18,6 +18,25 @@ namespace e3::io {
 std::string shard_file_name(int64_t shard_index) { return fmt::format("shard-{:06d}.h5", shard_index); }
 std::string sample_group_name(int64_t sample_index) { return fmt::format("/samples/{:08d}", sample_index); }
 
+std::optional<int64_t> sample_index_of_group(const std::string& name) {
+  if (name.size() < 8 || name.size() > 18) return std::nullopt;  // 18 digits always fit int64
+  int64_t index = 0;
+  for (const char c : name) {
+    if (c < '0' || c > '9') return std::nullopt;
+    index = index * 10 + (c - '0');
+  }
+  return index;
+}
+
+int64_t require_sample_index(const std::string& name, const std::string& where) {
+  const std::optional<int64_t> index = sample_index_of_group(name);
+  E3_REQUIRE(index.has_value(), ErrorKind::Output,
+             "{}: '{}' is not a sample's group name (8 or more digits, as eagle3_extract writes them): the shard is "
+             "damaged or not written by eagle3_extract",
+             where, name);
+  return *index;
+}
+
 std::vector<FinalDataset> final_datasets(const std::string& final_mode) {
   if (final_mode == "post-norm") return {{"last_hidden_state", "post-norm"}};
   if (final_mode == "pre-norm") return {{"last_hidden_state", "pre-norm"}};
@@ -88,7 +107,7 @@ ShardWriter::ShardWriter(const std::filesystem::path& out_dir, int64_t shard_ind
   temp_path_ = out_dir / fmt::format("{}.tmp.{}", shard_file_name(shard_index), ::getpid());
   std::error_code ec;
   std::filesystem::remove(temp_path_, ec);
-  const H5Id fapl = file_access_list();  // kept open: closing it would clear the error stack
+  const H5Id fapl = file_create_access_list();  // kept open: closing it would clear the error stack
   file_ = H5Id(E3_H5(H5Fcreate(temp_path_.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()), "creating {}",
                      temp_path_.string()),
                H5Fclose);

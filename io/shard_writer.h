@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,12 @@ std::vector<std::string> describe_slots(const std::vector<int32_t>& layer_ids, c
 std::string shard_file_name(int64_t shard_index);
 // "/samples/00000003"
 std::string sample_group_name(int64_t sample_index);
+// The sample index a link name under /samples or /skipped stands for ("00000003": 3), or nullopt
+// for a name the writer never makes (not 8 or more digits, or past int64): such a shard is
+// damaged or not ours, and reading on would take its name for a number.
+std::optional<int64_t> sample_index_of_group(const std::string& name);
+// The same, throwing an output error naming `where` (the shard) for another name.
+int64_t require_sample_index(const std::string& name, const std::string& where);
 
 // A sample of the input that is not stored, and why: longer than --max-seq-len (listed by
 // the manifest) or non-finite states under --on-nonfinite skip (listed by its shard too).

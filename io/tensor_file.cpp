@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string_view>
 #include <utility>
 #include <cerrno>
 #include <cstring>
@@ -69,8 +70,21 @@ uint64_t tensor_bytes(const TensorRef& tensor, const std::filesystem::path& wher
   return bytes;
 }
 
+std::filesystem::path temporary_path(const std::filesystem::path& final_path) {
+  return final_path.parent_path() / fmt::format(".{}.partial", final_path.filename().string());
+}
+
+bool is_temporary_name(const std::string& name) {
+  constexpr std::string_view suffix = ".partial";
+  if (name.size() > suffix.size() + 1 && name.front() == '.' && name.ends_with(suffix)) return true;
+  const size_t at = name.rfind(".tmp.");
+  return at != std::string::npos && at > 0 && at + 5 < name.size() &&
+         std::all_of(name.begin() + static_cast<std::ptrdiff_t>(at + 5), name.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
 TempFile::TempFile(const std::filesystem::path& final_path)
-    : final_path_(final_path), temp_path_(final_path.string() + fmt::format(".tmp.{}", ::getpid())) {
+    : final_path_(final_path), temp_path_(temporary_path(final_path)) {
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) fail("cannot create", errno);
   pending_.reserve(2 * kGatherBelow);

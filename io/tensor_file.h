@@ -28,7 +28,14 @@ const char* safetensors_dtype(TensorElement element);
 // dimension, a size that overflows, or null data with a non-zero size; `where` names the file.
 uint64_t tensor_bytes(const TensorRef& tensor, const std::filesystem::path& where);
 
-// A file written under PATH.tmp.<pid> and renamed to PATH by commit(); destroying it
+// The temporary name of a file being written: DIR/.NAME.partial for DIR/NAME. Hidden and with a
+// suffix no trainer reads, so that no glob of finished files (`*.pt`, `*.ckpt`, `*.safetensors`)
+// takes it for one, and no finished file's name (never starting with '.') is one.
+std::filesystem::path temporary_path(const std::filesystem::path& final_path);
+// Whether a file name is such a temporary name, or the PATH.tmp.<pid> of earlier versions.
+bool is_temporary_name(const std::string& file_name);
+
+// A file written under temporary_path(PATH) and renamed to PATH by commit(); destroying it
 // uncommitted removes the temporary file, so a failed write leaves nothing behind. Every
 // failure throws ErrorKind::Output naming PATH.
 class TempFile {

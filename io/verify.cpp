@@ -135,7 +135,14 @@ class ShardChecker {
     std::vector<ValueRegion> regions;
     {
       std::lock_guard<std::mutex> lock(hdf5_);
-      metadata(job, regions, buf);
+      try {
+        metadata(job, regions, buf);
+      } catch (const Error& e) {
+        // HDF5 failing on the file's structure (E3_H5's output errors) is what verify looks
+        // for: a damaged shard, whether or not a checksum has said so first.
+        if (e.kind() != ErrorKind::Output) throw;
+        throw Error(ErrorKind::Verify, e.what(), e.file(), e.line());
+      }
     }
     for (const ValueRegion& r : regions) {
       const size_t esize = dtype_size(r.part->element);

@@ -83,11 +83,12 @@ void write_holder(int fd, const fs::path& path, const LockHolder& self) {
 
 // A flock dies with its process; a lock server may still keep one of a crashed client, and
 // an exclusive file always outlives it: the message says how to clear either.
-[[noreturn]] void throw_in_use(const fs::path& dir, const fs::path& file, const LockHolder& holder) {
+[[noreturn]] void throw_in_use(const fs::path& dir, const fs::path& file, const LockHolder& holder,
+                               const LockOptions& options) {
   E3_THROW(ErrorKind::Output,
-           "--out {} is in use by another job ({}): one job at a time writes a directory (or one --part of it); "
-           "wait for that job to end or use another --out; if no such job is running any more, remove {}",
-           dir.string(), holder.describe(), file.string());
+           "{} {} is in use by another job ({}): {}; wait for that job to end or {}; if no such job is running any "
+           "more, remove {}",
+           options.what, dir.string(), holder.describe(), options.rule, options.instead, file.string());
 }
 
 bool unsupported_lock(int err) { return err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS; }
@@ -107,8 +108,8 @@ std::optional<std::string> stale_reason(const LockHolder& holder, const LockHold
   return std::nullopt;
 }
 
-[[noreturn]] void throw_not_writable(const fs::path& dir, int err) {
-  E3_THROW(ErrorKind::Output, "--out {} is not writable: {}", dir.string(), std::strerror(err));
+[[noreturn]] void throw_not_writable(const fs::path& dir, int err, const LockOptions& options) {
+  E3_THROW(ErrorKind::Output, "{} {} is not writable: {}", options.what, dir.string(), std::strerror(err));
 }
 
 }  // namespace
@@ -177,7 +178,7 @@ DirLock DirLock::acquire(const fs::path& dir, const std::string& name, const Loc
         E3_THROW(ErrorKind::Output, "{} is a symbolic link; a lock file must be a plain file: remove it",
                  file.string());
     }
-    if (fd < 0) throw_not_writable(dir, errno);
+    if (fd < 0) throw_not_writable(dir, errno, options);
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
       ::close(fd);
@@ -206,7 +207,7 @@ DirLock DirLock::acquire(const fs::path& dir, const std::string& name, const Loc
       if (err == EWOULDBLOCK) {
         const LockHolder holder = parse_holder(read_all(fd));
         ::close(fd);
-        throw_in_use(dir, file, holder);
+        throw_in_use(dir, file, holder, options);
       }
       if (!unsupported_lock(err)) {
         ::close(fd);
@@ -225,7 +226,7 @@ DirLock DirLock::acquire(const fs::path& dir, const std::string& name, const Loc
     const LockHolder holder = parse_holder(read_all(fd));
     ::close(fd);
     const std::optional<std::string> stale = stale_reason(holder, options.self);
-    if (!stale) throw_in_use(dir, file, holder);
+    if (!stale) throw_in_use(dir, file, holder, options);
     // Remove the stale file only if it is still the one that was read.
     struct stat now {};
     if (::lstat(file.c_str(), &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino) {

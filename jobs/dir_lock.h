@@ -32,6 +32,11 @@ struct LockOptions {
   LockMethod method = LockMethod::Auto;
   // A job names itself with its environment (its Slurm job id); this default names no job.
   LockHolder self = LockHolder::this_process(Environment{});
+  // How the messages name the directory and the rule it keeps ("--out" for the extraction;
+  // export names its DEST).
+  std::string what = "--out";
+  std::string rule = "one job at a time writes a directory (or one --part of it)";
+  std::string instead = "use another --out";
 };
 
 // ".lock" for a single job, ".lock.part-0003-of-0008" for part 3 of 8.

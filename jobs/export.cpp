@@ -1,6 +1,7 @@
 #include "jobs/export.h"
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -44,6 +45,7 @@ constexpr const char* kStateDir = ".export";       // DEST/.export: the state of
 constexpr const char* kStateFile = "state.json";   // what is being exported from what
 constexpr const char* kDoneFile = "export.json";   // written last: what DEST holds
 constexpr int64_t kSpecForgeGroup = 2000;          // SpecForge's rows_{g}-{g+2000} directories
+constexpr const char* kLockFile = ".export.lock";  // held by the one export writing DEST
 
 // An export's identity: a DEST made from another SRC (other data, other weights, another
 // directory) or in another format is not resumed.
@@ -414,6 +416,42 @@ class SampleExporter {
   uint64_t bytes_read_ = 0;
 };
 
+void make_directory(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  E3_REQUIRE(!ec, ErrorKind::Output, "export: cannot create {}: {}", dir.string(), ec.message());
+}
+
+// One export at a time writes DEST: a second one would take the first's files for an interrupted
+// run's, resume it and remove its temporaries.
+DirLock lock_export_dest(const fs::path& dest) {
+  LockOptions options;
+  options.what = "export DEST";
+  options.rule = "one export at a time writes a DEST";
+  options.instead = "give another DEST";
+  return DirLock::acquire(dest, kLockFile, options);
+}
+
+// What the shards not yet exported will write: every token's K captures and final state in
+// bf16 and its ids and mask as int64, a file header per sample, and speculators' data.jsonl row.
+void check_export_space(const ExportOptions& o, const Source& s) {
+  const auto K = static_cast<uint64_t>(s.description.layer_ids.size());
+  const auto H = static_cast<uint64_t>(s.description.hidden_size);
+  uint64_t need = 0;
+  for (const io::CommittedShard& c : s.shards) {
+    if (fs::exists(done_marker(o.dest, c.shard_index))) continue;
+    need += static_cast<uint64_t>(c.num_tokens) * ((K + 1) * H * 2 + 24) + c.samples.size() * 4096;
+  }
+  struct statvfs st {};
+  E3_REQUIRE(::statvfs(o.dest.c_str(), &st) == 0, ErrorKind::Output, "export: cannot query the free space of {}: {}",
+             o.dest.string(), std::strerror(errno));
+  const uint64_t free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  E3_REQUIRE(free_bytes >= need, ErrorKind::Output,
+             "export: DEST {} has {:.2f} GB free, but this export will write about {:.2f} GB: free space or give "
+             "another DEST (--no-space-check skips this check, e.g. where a quota is not what statvfs reports)",
+             o.dest.string(), free_bytes / 1e9, need / 1e9);
+}
+
 // Makes what was written so far durable before a shard is marked done, so that a resume after
 // a crash never trusts files the page cache had not yet written.
 void sync_file_system(const fs::path& dir) {
@@ -456,7 +494,7 @@ std::string specforge_file(int64_t index) {
   return fmt::format("rows_{}-{}/data_{}.ckpt", g, g + kSpecForgeGroup, index);
 }
 
-ExportStart prepare_export(const ExportOptions& o) {
+ExportStart prepare_export(const ExportOptions& o, std::optional<DirLock>* lock) {
   const Source s = load_source(o.src);
   check_conventions(o.format, s, o.src);
   check_draft_vocab_size(o, s);
@@ -469,6 +507,11 @@ ExportStart prepare_export(const ExportOptions& o) {
   fs::create_directories(o.dest, ec);
   E3_REQUIRE(!ec && fs::is_directory(o.dest), ErrorKind::Output, "export: cannot create {}: {}", o.dest.string(),
              ec.message());
+  // Taken before anything is read of DEST's state that the export would change; a finished DEST
+  // with nothing to do is not written (it may be read-only), so it needs none.
+  const auto take_lock = [&] {
+    if (lock) lock->emplace(lock_export_dest(o.dest));
+  };
   if (fs::exists(o.dest / kDoneFile)) {
     nlohmann::json done = read_json_file(o.dest / kDoneFile, ErrorKind::Output, "export: ");
     for (const auto& [key, value] : identity.items())
@@ -481,10 +524,12 @@ ExportStart prepare_export(const ExportOptions& o) {
     const bool same = target_vocab == 0 ? had.is_null()
                                         : had.is_object() && had.value("size", int64_t{0}) == draft_vocab_size(o, target_vocab);
     if (same) return ExportStart::NothingToDo;
+    take_lock();
     done["draft_vocab"] = export_draft_vocab(o, s);
     write_json_file(o.dest / kDoneFile, done);
     return ExportStart::VocabRewritten;
   }
+  take_lock();
   const fs::path state = o.dest / kStateDir / kStateFile;
   if (fs::exists(state)) {
     nlohmann::json was = read_json_file(state, ErrorKind::Output, "export: ");
@@ -492,20 +537,23 @@ ExportStart prepare_export(const ExportOptions& o) {
                "export: {} holds an unfinished export of other data or in another format: give a new DEST, or "
                "remove it",
                o.dest.string());
-    // Temporary files of the interrupted run are named PATH.tmp.<pid>: no trainer reads them,
-    // but they are not ours to leave behind.
+    // The temporary files of the interrupted run: no trainer reads them, but they are not ours
+    // to leave behind. DEST is locked, so none is being written now.
     for (auto it = fs::recursive_directory_iterator(o.dest); it != fs::recursive_directory_iterator(); ++it)
-      if (it->is_regular_file() && it->path().filename().string().find(".tmp.") != std::string::npos)
-        fs::remove(it->path(), ec);
+      if (it->is_regular_file() && io::is_temporary_name(it->path().filename().string())) fs::remove(it->path(), ec);
+    if (o.space_check) check_export_space(o, s);
     spdlog::info("export: resuming the export into {}", o.dest.string());
   } else {
-    E3_REQUIRE(fs::directory_iterator(o.dest) == fs::directory_iterator(), ErrorKind::Output,
+    const auto other = std::find_if(fs::directory_iterator(o.dest), fs::directory_iterator(),
+                                    [](const fs::directory_entry& e) { return e.path().filename() != kLockFile; });
+    E3_REQUIRE(other == fs::directory_iterator(), ErrorKind::Output,
                "export: {} is not empty: give a new or empty directory (a trainer would read what else lies there)",
                o.dest.string());
-    fs::create_directories(o.dest / kStateDir);
+    if (o.space_check) check_export_space(o, s);  // before anything is written into DEST
+    make_directory(o.dest / kStateDir);
     write_json_file(state, identity);
   }
-  if (o.format == ExportFormat::Speculators) fs::create_directories(o.dest / "hidden_states");
+  if (o.format == ExportFormat::Speculators) make_directory(o.dest / "hidden_states");
   return ExportStart::Export;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/named_enum.h"
+#include "jobs/dir_lock.h"
 
 namespace e3::jobs {
 
@@ -25,6 +26,7 @@ struct ExportOptions {
   std::filesystem::path src, dest;
   int threads = 0;           // shards exported at once; 0: the cores of this machine
   bool skip_verify = false;  // --skip-verify: SRC was just verified, do not read it twice
+  bool space_check = true;   // refuse to start when DEST lacks room for what is left to write
   // --draft-vocab-size: the tokens of the draft vocabulary whose mapping files are written
   // (jobs/draft_vocab.h). Unset: 32000, or the target's whole vocabulary when smaller.
   std::optional<int64_t> draft_vocab_size;
@@ -67,9 +69,10 @@ enum class ExportStart {
 // Rank 0, before any rank exports: checks SRC against what the format needs (refusing, with
 // the rerun to make, what no trainer can use) and --draft-vocab-size against the target's
 // vocabulary, checks or creates DEST's export state (a DEST of another export, or not empty, is
-// refused), and says whether the export is already complete. Throws usage errors for what the
-// user asked wrong, output errors for DEST.
-ExportStart prepare_export(const ExportOptions& o);
+// refused), checks DEST's free space, and says whether the export is already complete. With
+// `lock`, takes DEST's lock into it once DEST exists (one export per DEST; held until the export
+// is finished). Throws usage errors for what the user asked wrong, output errors for DEST.
+ExportStart prepare_export(const ExportOptions& o, std::optional<DirLock>* lock = nullptr);
 // Every rank: exports its share of the shards not done by an earlier run.
 ExportReport export_shards(const ExportOptions& o, const std::function<void(const ExportProgress&)>& progress = {});
 // Rank 0, after every rank's share is done: speculators' data.jsonl (the rows in order), the

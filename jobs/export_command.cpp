@@ -1,6 +1,7 @@
 #include "jobs/export_command.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,8 +21,9 @@ int run_export(ExportOptions o, const parallel::MpiEnv& mpi) {
     o.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / parallel::ranks_on_node(mpi.world()));
   const std::string_view format = name_of(o.format);
   int start = 0;
+  std::optional<DirLock> lock;  // rank 0's, to the end of the export
   parallel::agreed_phase(mpi.world(), [&] {
-    if (o.rank == 0) start = static_cast<int>(prepare_export(o));
+    if (o.rank == 0) start = static_cast<int>(prepare_export(o, &lock));
   });
   start = parallel::broadcast_from_root(mpi.world(), start);
   if (start != static_cast<int>(ExportStart::Export)) {

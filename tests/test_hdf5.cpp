@@ -2,10 +2,15 @@
 // through the writer's own helpers, so that the on-disk schema itself is what is tested.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -330,6 +335,95 @@ TEST(Hdf5Inspect, RejectsAFileThatIsNotAShard) {
       EXPECT_EQ(e.kind(), e3::ErrorKind::Output) << name;
       EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
     }
+  }
+}
+
+// Shards are written in HDF5 1.10's file format, whose superblock (version 3) and object
+// headers carry checksums: a flipped bit in them is refused, not followed (1.8's version 0 has
+// none).
+TEST(Hdf5Shard, WritesTheChecksummedFileFormat) {
+  e3::test::TempDir dir;
+  ShardWriter w(dir.path(), 0, make_attrs(DType::BF16));
+  write(w, make_sample(0, "x", 2, 5));
+  w.commit();
+  H5Id file(H5Fopen((dir / "shard-000000.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  ASSERT_TRUE(static_cast<bool>(file));
+  H5F_info2_t info{};
+  ASSERT_GE(H5Fget_info2(file.get(), &info), 0);
+  EXPECT_EQ(info.super.version, 3u);
+}
+
+fs::path good_shard(const fs::path& dir) {
+  ShardWriter w(dir, 0, make_attrs(DType::BF16));
+  write(w, make_sample(0, "x", 2, 5));
+  w.commit();
+  return dir / "shard-000000.h5";
+}
+
+// "superblock" holds the letters "lock": a damaged file is not a file-system matter.
+TEST(Hdf5Errors, ADamagedSuperblockIsNotTakenForAFileLockingProblem) {
+  e3::io::silence_hdf5_errors();
+  e3::test::TempDir dir;
+  const fs::path path = good_shard(dir.path());
+  {
+    std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(8);
+    f.put('\x7f');  // the superblock's version, right after its signature
+  }
+  const H5Id fapl = e3::io::file_access_list();
+  H5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
+  ASSERT_FALSE(static_cast<bool>(file));
+  const std::string text = e3::io::hdf5_error_text();
+  EXPECT_NE(text.find("superblock"), std::string::npos) << text;
+  EXPECT_EQ(text.find("HDF5_USE_FILE_LOCKING"), std::string::npos) << text;
+}
+
+// A lock that another holder has is one: the hint says what to do where locks do not work.
+TEST(Hdf5Errors, AFileLockHeldElsewhereGetsTheLockingHint) {
+  e3::io::silence_hdf5_errors();
+  e3::test::TempDir dir;
+  const fs::path path = good_shard(dir.path());
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  std::string text;
+  {
+    const H5Id fapl = e3::io::file_access_list();
+    H5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
+    EXPECT_FALSE(static_cast<bool>(file));
+    text = e3::io::hdf5_error_text();
+  }
+  ::close(fd);
+  EXPECT_NE(text.find("HDF5_USE_FILE_LOCKING=FALSE"), std::string::npos) << text;
+}
+
+TEST(Hdf5Shard, SampleGroupNamesAreEightOrMoreDigits) {
+  using e3::io::sample_index_of_group;
+  EXPECT_EQ(sample_index_of_group("00000003"), 3);
+  EXPECT_EQ(sample_index_of_group("123456789"), 123456789);
+  for (const char* bad : {"", "0000003", "0000000x", "-0000001", "+0000001", " 0000001", "0000000001234567890"})
+    EXPECT_FALSE(sample_index_of_group(bad).has_value()) << bad;
+}
+
+// A group under /samples that the writer never names is a damaged or foreign shard: an output
+// error naming the file and the name, not a failed number conversion.
+TEST(Hdf5Inspect, RefusesASampleGroupThatIsNoNumber) {
+  e3::io::silence_hdf5_errors();
+  e3::test::TempDir dir;
+  const fs::path path = good_shard(dir.path());
+  {
+    H5Id f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    H5Id g(H5Gcreate2(f.get(), "/samples/sample_x", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+    ASSERT_TRUE(static_cast<bool>(g));
+    e3::io::write_attr(g.get(), "num_tokens", int64_t{2});
+  }
+  try {
+    e3::io::inspect_shard(path);
+    FAIL() << "inspect_shard took sample_x for a sample";
+  } catch (const e3::Error& e) {
+    EXPECT_EQ(e.kind(), e3::ErrorKind::Output) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'sample_x' is not a sample's group name"), std::string::npos) << e.what();
   }
 }
 

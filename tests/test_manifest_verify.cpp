@@ -491,6 +491,34 @@ TEST_F(VerifyOutput, FailsOnAByteChangedInPlace) {
   EXPECT_HAS(msg, "changed after it was written");
 }
 
+// Without checksums in the manifest (manifests of earlier versions have none) a damaged object
+// header is found by HDF5's own checksum of it: still a verify error (exit code 6), naming the
+// shard, whichever of the shard's objects it is.
+TEST_F(VerifyOutput, DamagedMetadataWithoutAChecksumIsAVerifyError) {
+  e3::io::silence_hdf5_errors();
+  build_good();
+  for (auto& s : m_.shards) s.checksum.clear();
+  e3::io::write_manifest(dir_.path(), m_);
+  const fs::path shard = dir_ / "shard-000001.h5";
+  std::string bytes;
+  {
+    std::ifstream in(shard, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  int headers = 0;
+  for (size_t at = bytes.find("OHDR"); at != std::string::npos; at = bytes.find("OHDR", at + 1), ++headers) {
+    std::string damaged = bytes;
+    damaged[at + 6] = static_cast<char>(damaged[at + 6] ^ 0x10);  // past the signature and version
+    {
+      std::ofstream out(shard, std::ios::binary | std::ios::trunc);
+      out << damaged;
+    }
+    const std::string msg = verify_error();
+    EXPECT_HAS(msg, "shard-000001.h5");
+  }
+  EXPECT_GE(headers, 5) << "the shard's object headers (v2, signature OHDR) were not found";
+}
+
 TEST_F(VerifyOutput, FailsOnNanInHiddenStates) {
   build_good(/*nan_at=*/2);
   const std::string msg = verify_error();

@@ -48,3 +48,20 @@ mount -o remount,ro "$small"
 LOG="$work/readonly.log"
 run 2 "${args[@]}" --out "$small/ro"
 expect_failure 5 "output error: --out $small/ro is not writable: Read-only file system" "$small/ro"
+
+# Export into a read-only DEST: an output error (exit code 5) naming DEST, not an internal one.
+LOG="$work/export_readonly.log"
+run 1 export --format modelopt "$work/reference" "$small/ro"
+expect_failure 5 "export DEST $small/ro is not writable: Read-only file system" "$small/ro"
+# Export into a DEST with too little room: refused before anything is written into it, naming
+# DEST and both sizes; --no-space-check starts it anyway (and the disk then fills: exit code 5).
+mount -o remount,rw,size=24m "$small"
+rm -rf "$small/ro"
+LOG="$work/export_space.log"
+run 1 export --format modelopt "$work/reference" "$small/dest"
+expect_failure 5 "export: DEST $small/dest has [0-9.]* GB free, but this export will write about [0-9.]* GB" "$small/dest"
+[ -z "$(ls -A "$small/dest")" ] || fail "a refused export wrote into DEST: $(ls -A "$small/dest")"
+LOG="$work/export_fills.log"
+run 1 export --format modelopt --no-space-check "$work/reference" "$small/dest"
+[ "$RC" -eq 5 ] || { cat "$LOG"; fail "export into a full DEST with --no-space-check: exit code $RC, expected 5"; }
+echo ok

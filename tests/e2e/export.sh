@@ -135,6 +135,50 @@ run 1 export --format speculators --threads 1 "$work/damaged" "$work/resumed"
 grep -q "resuming" "$LOG" && grep -q "(2 shards done by an earlier run)" "$LOG" || { cat "$LOG"; fail "no resume"; }
 check speculators "$work/damaged" "$work/resumed"
 
+# One export at a time writes a DEST: while another holds DEST's lock (here flock(1), as a
+# running export's flock), a second export is refused, naming DEST, and touches nothing there.
+mkdir -p "$work/locked"
+LOG="$work/locked.log"
+set +e
+flock "$work/locked/.export.lock" $E3_MPIRUN -np 1 "$E3_BIN" export --format modelopt "$work/both_bf16" "$work/locked" \
+  > "$LOG" 2>&1
+RC=$?
+set -e
+expect_failure 5 "export DEST $work/locked is in use by another job .*: one export at a time writes a DEST" ""
+[ "$(ls -A "$work/locked")" = .export.lock ] || fail "the refused export wrote into DEST: $(ls -A "$work/locked")"
+# Once it is free the export runs, and leaves no lock behind.
+LOG="$work/unlocked.log"
+run 1 export --format modelopt "$work/both_bf16" "$work/locked"
+[ "$RC" -eq 0 ] || { cat "$LOG"; fail "export into a DEST no longer locked exited $RC"; }
+[ ! -e "$work/locked/.export.lock" ] || fail "the export left its lock file in DEST"
+
+# Files being written are hidden and end in .partial: no trainer's glob (*.pt, *.ckpt, the
+# speculators' names) matches them, and a resume removes only them, never a sample's file,
+# whatever its id (ModelOpt names files by id: "a.tmp.1" was once taken for a temporary).
+"$PYTHON" - "$model/input.jsonl" "$work/tmp_ids.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1]) as src, open(sys.argv[2], "w") as out:
+    for i, line in enumerate(src):
+        d = json.loads(line)
+        d["id"] = [f"a.tmp.{i}", f"b.partial{i}", f"c{i}.pt.partial", f"d{i}"][i % 4]
+        out.write(json.dumps(d) + "\n")
+PY
+LOG="$work/tmp_ids_extract.log"
+run 1 --model "$model" --data "$work/tmp_ids.jsonl" --out "$work/tmp_ids" --samples-per-shard 3 --final both
+[ "$RC" -eq 0 ] || { cat "$LOG"; fail "extraction of tmp_ids exited $RC"; }
+mv "$work/tmp_ids/shard-000002.h5" "$work/tmp_ids_shard2.keep"
+printf 'not hdf5' > "$work/tmp_ids/shard-000002.h5"
+LOG="$work/tmp_ids_stop.log"
+run 1 export --format modelopt --skip-verify --threads 1 "$work/tmp_ids" "$work/tmp_ids_out"
+[ "$RC" -ne 0 ] || { cat "$LOG"; fail "export of a damaged shard passed"; }
+printf 'left by a killed run' > "$work/tmp_ids_out/.d99.pt.partial"
+mv "$work/tmp_ids_shard2.keep" "$work/tmp_ids/shard-000002.h5"
+LOG="$work/tmp_ids_resume.log"
+run 1 export --format modelopt "$work/tmp_ids" "$work/tmp_ids_out"
+[ "$RC" -eq 0 ] || { cat "$LOG"; fail "the resumed export exited $RC"; }
+[ ! -e "$work/tmp_ids_out/.d99.pt.partial" ] || fail "the resume left a temporary file"
+check modelopt "$work/tmp_ids" "$work/tmp_ids_out"
+
 # A SRC that verify rejects is never exported.
 cp -r "$work/both_bf16" "$work/tampered"
 "$PYTHON" - "$work/tampered/shard-000001.h5" <<'PY'

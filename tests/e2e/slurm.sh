@@ -105,3 +105,21 @@ grep -q "300 of 300 input samples accounted for, 3 of 3 parts present$" "$work/v
 
 # All three agree with each other, value for value.
 same_samples "$work/one" "$work/array" "the array against one node"
+
+# --tp and --log-dir after the script's arguments replace the script's own (E3_TP, OUT_DIR/logs)
+# instead of repeating them, which the option parser refuses.
+head -20 "$work/data.jsonl" > "$work/small.jsonl"
+submit tp "$scripts/eagle3_1node.sbatch" "$model" "$work/small.jsonl" "$work/tp1" "${flags[@]}" --tp 1 \
+  --log-dir "$work/tp1_logs"
+[ "$(cat "$FAKE_SLURM_DIR/job-1001.rc")" -eq 0 ] || { job_output; fail "--tp 1 --log-dir DIR through the script failed"; }
+job_output | grep -q "over 2 DP groups" || { job_output; fail "--tp 1 through the script did not make 2 DP groups"; }
+[ -s "$work/tp1_logs/rank-00000.log" ] && [ ! -e "$work/tp1/logs" ] || fail "--log-dir DIR did not replace OUT_DIR/logs"
+# A start that fails before writing anything (here an id past the model's layers) leaves no
+# logs/ in OUT_DIR, nor an OUT_DIR that the script's run created.
+for s in 1node nodes; do
+  submit "bad_$s" "$scripts/eagle3_$s.sbatch" "$model" "$work/small.jsonl" "$work/bad_$s" "${flags[@]}" --layers 1,99
+  rc=$(cat "$FAKE_SLURM_DIR/job-1001.rc")
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 75 ] || { job_output; fail "--layers 1,99 through eagle3_$s.sbatch exited $rc"; }
+  [ ! -e "$work/bad_$s" ] || fail "a failed start of eagle3_$s.sbatch left $(find "$work/bad_$s")"
+done
+echo ok

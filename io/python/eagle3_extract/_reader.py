@@ -25,6 +25,14 @@ _RUN_ATTRIBUTES = ("model_type", "hidden_size", "num_hidden_layers", "config_fin
                    "tool_version")
 # Added by issue 13: compared where both shards have them.
 _LAYER_ATTRIBUTES = ("hidden_states_hf_index", "last_hidden_state_norm", "slots")
+# What h5py and numpy raise on a damaged file (h5py maps HDF5's errors to all of these, a bare
+# RuntimeError included; a damaged shape asks numpy for an impossible array): each becomes a
+# DatasetError naming the file.
+_DAMAGE = (KeyError, TypeError, ValueError, OSError, RuntimeError, IndexError, OverflowError, MemoryError)
+
+
+def _damaged(where, e):
+    return DatasetError(f"{where}: {type(e).__name__}: {e}")
 
 
 def _text(value):
@@ -283,8 +291,8 @@ class Dataset:
                         add(*np.unique(ids[g["loss_mask"][()] != 0], return_counts=True))
                 except DatasetError:
                     raise
-                except (KeyError, TypeError, ValueError, OSError) as e:  # changed or damaged since it was opened
-                    raise DatasetError(f"{shard.path}: {type(e).__name__}: {e}") from None
+                except _DAMAGE as e:  # changed or damaged since it was opened
+                    raise _damaged(shard.path, e) from None
         return dict(sorted(counts.items()))
 
     def close(self):
@@ -320,7 +328,7 @@ class Dataset:
     def _open_file(self, shard):
         try:
             return h5py.File(shard.path, "r")
-        except OSError as e:
+        except _DAMAGE as e:
             raise DatasetError(f"{shard.path}: not a readable HDF5 file: {e}") from None
 
     def _file(self, shard):
@@ -337,14 +345,15 @@ class Dataset:
     def _read(self, f, shard, index):
         # The low-level h5py calls: the high-level lookups cost milliseconds per sample.
         key = f"{index:08d}"
+        where = f"{shard.path} sample {key}"
         try:
-            gid = h5py.h5g.open(f.id, f"samples/{key}".encode())
-        except KeyError:
-            raise DatasetError(f"{shard.path} sample {key}: missing") from None
-        group = h5py.Group(gid)
-        if self._check_on_read:
-            self._checker.check(group, f"{shard.path} sample {key}")
-        try:
+            try:
+                gid = h5py.h5g.open(f.id, f"samples/{key}".encode())
+            except KeyError:
+                raise DatasetError(f"{where}: missing") from None
+            group = h5py.Group(gid)
+            if self._check_on_read:
+                self._checker.check(group, where)
             sample_id = group.attrs.get("id")
             out = {"index": index, "id": None if sample_id is None else _text(sample_id)}
             out["input_ids"] = self._dataset(gid, "input_ids", np.int64, convert=True)
@@ -354,8 +363,8 @@ class Dataset:
                     out.update(self._states(gid, name))
         except DatasetError:
             raise
-        except (KeyError, TypeError, ValueError, OSError) as e:  # changed or damaged since it was opened
-            raise DatasetError(f"{shard.path} sample {key}: {type(e).__name__}: {e}") from None
+        except _DAMAGE as e:  # changed or damaged since it was opened
+            raise _damaged(where, e) from None
         return out
 
     def _dataset(self, gid, name, np_dtype, convert=False, scratch=False):
@@ -553,7 +562,7 @@ def open_dataset(directory, dtype="float32", allow_incomplete=False, check="full
         _check_file(shard.path, record)
         try:
             f = h5py.File(shard.path, "r")
-        except OSError as e:
+        except _DAMAGE as e:
             raise DatasetError(f"{shard.path}: not a readable HDF5 file: {e}") from None
         try:
             with f:
@@ -571,8 +580,8 @@ def open_dataset(directory, dtype="float32", allow_incomplete=False, check="full
                 _check_shard(f, shard, attrs, checker, check == "full")
         except DatasetError:
             raise
-        except (KeyError, TypeError, ValueError, OSError) as e:  # an attribute of the wrong kind, a damaged file
-            raise DatasetError(f"{shard.path}: {type(e).__name__}: {e}") from None
+        except _DAMAGE as e:  # an attribute of the wrong kind, a damaged file
+            raise _damaged(shard.path, e) from None
         shards.append(shard)
     if first_attrs is None:  # nothing stored yet: the attributes come from the manifest alone
         first_attrs = {"num_hidden_layers": 0, "hidden_size": 0}
@@ -581,6 +590,6 @@ def open_dataset(directory, dtype="float32", allow_incomplete=False, check="full
         meta = _meta(directory, manifests, first_attrs, complete, len(manifests))
     except DatasetError:
         raise
-    except (KeyError, TypeError, ValueError) as e:
+    except _DAMAGE as e:
         raise DatasetError(f"{shards[0].path}: {type(e).__name__} in its attributes: {e}") from None
     return Dataset(directory, dtype, meta, shards, checker, check == "lazy")

@@ -83,7 +83,10 @@ int run_command(const Request& req, const MpiEnv& mpi) {
                                                                 *rc.env.get("CUDA_VISIBLE_DEVICES"))
                                                   : "",
                req.embedded_demo ? " (embedded demo: no --model given)" : "");
-  jobs::install_stop_handlers();
+  jobs::StopSignals::OnStop announce;
+  if (grid.is_leader())
+    announce = [&rc](int sig) { spdlog::warn("{}", jobs::stop_announcement(sig, rc.out_dir, rc.env)); };
+  const jobs::StopSignals stops(std::move(announce));
   return jobs::run_extract(rc, grid);
 }
 

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <functional>
 #include <system_error>
+#include <thread>
+#include <chrono>
 
 #include <spdlog/spdlog.h>
 
@@ -24,10 +26,13 @@ ShardCommitter::BeforePublish injected_publish_failure(const RunConfig& rc) {
 }
 
 // E3_FAIL_AT_SAMPLE: this rank fails before the step that holds the sample, while its peers
-// are in the step's agreement.
+// are in the step's agreement. E3_STEP_DELAY_MS: each step takes at least that long, as a
+// large model's would (the tests that stop a run mid-step).
 std::function<void(const std::vector<StepSample>&)> injected_step_failure(const RunConfig& rc, int world_rank) {
-  if (rc.faults.fail_at_sample < 0) return {};
+  if (rc.faults.fail_at_sample < 0 && rc.faults.step_delay_ms <= 0) return {};
   return [faults = rc.faults, world_rank](const std::vector<StepSample>& step) {
+    if (faults.step_delay_ms > 0 && !step.empty())
+      std::this_thread::sleep_for(std::chrono::milliseconds(faults.step_delay_ms));
     for (const StepSample& ss : step)
       E3_REQUIRE(!faults.fails_before(ss.record->index, world_rank), ErrorKind::Internal,
                  "injected failure before the step holding sample {} (E3_FAIL_AT_SAMPLE)", ss.record->index);
@@ -86,7 +91,7 @@ StepLoop::StepLoop(const RunConfig& rc, const parallel::Grid& grid, const io::Da
   for (const ShardPlan& s : out.plan.shards)
     if (!s.committed) group_tokens[static_cast<size_t>(s.dp_group)] += s.tokens_to_write;
   progress_ = std::make_unique<Progress>(grid.is_leader(), out.plan.samples_pending, group_tokens,
-                                         out.limits.state_bytes_per_token, rc.progress_interval_s);
+                                         out.limits.state_bytes_per_token, rc.progress_interval_s, total_steps_);
 }
 
 StepLoop::~StepLoop() = default;
@@ -160,6 +165,7 @@ StepOutcome StepLoop::run() {
       outcome.stopped_by = agreed.stop_signal;
       break;
     }
+    progress_->step_started(step_index);
     compute_step(step_index, slot);
     watchdog_.step_end();
   }
@@ -176,6 +182,7 @@ StepOutcome StepLoop::run() {
   agree(pending);
   watchdog_.step_end();
   progress_->finish(outcome.stopped_by != 0);
+  outcome.samples_computed = progress_->samples();
   if (committer_) outcome.committed = committer_->committed();
   return outcome;
 }

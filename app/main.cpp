@@ -2,6 +2,7 @@
 // flushed, followed by an exit code from the README's table.
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -85,7 +86,11 @@ int run_command(const Request& req, const MpiEnv& mpi) {
                req.embedded_demo ? " (embedded demo: no --model given)" : "");
   jobs::StopSignals::OnStop announce;
   if (grid.is_leader())
-    announce = [&rc](int sig) { spdlog::warn("{}", jobs::stop_announcement(sig, rc.out_dir, rc.env)); };
+    announce = [&rc](int sig) {
+      const std::string line = jobs::stop_announcement(sig, rc.out_dir, rc.env);
+      spdlog::warn("{}", line);
+      if (sig == SIGCONT) jobs::tell_terminal(line);  // mpirun holds back our output while it stops the job
+    };
   const jobs::StopSignals stops(std::move(announce));
   return jobs::run_extract(rc, grid);
 }

@@ -43,7 +43,7 @@ struct FaultInjection {
   int64_t fail_at_sample = -1;  // world rank `rank` fails before the step holding this sample
   int rank = 0;
   int64_t fail_publish_shard = -1;  // the writer's publisher thread throws a std::filesystem_error on it
-  int64_t step_delay_ms = 0;  // E3_STEP_DELAY_MS: every rank waits this long before each step (a slowed run)
+  int64_t step_delay_ms = 0;  // E3_STEP_DELAY_MS: every rank's steps take this much longer (a slowed run)
 
   bool fails_before(int64_t sample, int world_rank) const {
     return fail_at_sample >= 0 && sample == fail_at_sample && world_rank == rank;

@@ -6,7 +6,10 @@
 #include <cstdint>
 #include <ctime>
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -86,7 +89,8 @@ void StopSignals::watch() {
   // by a thread that was frozen too, never by this one just after its heartbeat.
   sigset_t stops;
   sigemptyset(&stops);
-  for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGCONT}) sigaddset(&stops, sig);
+  // SIGTTOU too: with the terminal's tostop set, tell_terminal (on this thread) would stop the rank.
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGCONT, SIGTTOU}) sigaddset(&stops, sig);
   pthread_sigmask(SIG_BLOCK, &stops, nullptr);
   bool announced = false;
   int64_t last = monotonic_ns();
@@ -136,6 +140,20 @@ std::string stop_announcement(int sig, const std::filesystem::path& out, const E
       "again by the rerun (mpirun --mca odls_base_sigkill_timeout S gives a step S seconds)",
       timeout_s, 2 * timeout_s);
   return line;
+}
+
+bool tell_terminal(const std::string& line) {
+  const int fd = open("/dev/tty", O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;  // no controlling terminal: a batch job
+  // mpirun gives its ranks a pty of its own for stdout: only stdout that is this very terminal
+  // already shows the line.
+  struct stat tty {}, out {};
+  const bool same = fstat(fd, &tty) == 0 && fstat(STDOUT_FILENO, &out) == 0 && S_ISCHR(out.st_mode) &&
+                    out.st_rdev == tty.st_rdev;
+  const std::string text = "eagle3_extract: " + line + "\r\n";
+  const bool whole = !same && write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  close(fd);
+  return whole;
 }
 
 }  // namespace e3::jobs

@@ -47,5 +47,10 @@ const char* stop_signal_name(int sig);
 // are safe, how to resume; for mpirun's SIGCONT, when its SIGKILL will come (from the
 // OMPI_MCA_odls_base_sigkill_timeout mpirun passes on) and the flag that gives a step more time.
 std::string stop_announcement(int sig, const std::filesystem::path& out, const Environment& env);
+// mpirun does not forward its ranks' output while it waits out its kill timeouts (its event
+// loop sleeps), so the leader's line would reach the terminal only after SIGKILL. Where the
+// process has a controlling terminal (Ctrl-C came from it) and stdout is not that terminal,
+// the line is also written there directly. Returns whether it was.
+bool tell_terminal(const std::string& line);
 
 }  // namespace e3::jobs

@@ -1,11 +1,11 @@
 #include "jobs/step_loop.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <system_error>
 #include <thread>
-#include <chrono>
 
 #include <spdlog/spdlog.h>
 
@@ -26,13 +26,10 @@ ShardCommitter::BeforePublish injected_publish_failure(const RunConfig& rc) {
 }
 
 // E3_FAIL_AT_SAMPLE: this rank fails before the step that holds the sample, while its peers
-// are in the step's agreement. E3_STEP_DELAY_MS: each step takes at least that long, as a
-// large model's would (the tests that stop a run mid-step).
+// are in the step's agreement.
 std::function<void(const std::vector<StepSample>&)> injected_step_failure(const RunConfig& rc, int world_rank) {
-  if (rc.faults.fail_at_sample < 0 && rc.faults.step_delay_ms <= 0) return {};
+  if (rc.faults.fail_at_sample < 0) return {};
   return [faults = rc.faults, world_rank](const std::vector<StepSample>& step) {
-    if (faults.step_delay_ms > 0 && !step.empty())
-      std::this_thread::sleep_for(std::chrono::milliseconds(faults.step_delay_ms));
     for (const StepSample& ss : step)
       E3_REQUIRE(!faults.fails_before(ss.record->index, world_rank), ErrorKind::Internal,
                  "injected failure before the step holding sample {} (E3_FAIL_AT_SAMPLE)", ss.record->index);
@@ -72,7 +69,8 @@ StepLoop::StepLoop(const RunConfig& rc, const parallel::Grid& grid, const io::Da
       loaded_(loaded),
       packer_(data.samples(), out.plan.pending_for(grid.dp_rank()), rc.max_tokens_per_step),
       watchdog_(*loaded.comm, rc.collective_timeout_s, grid.world_rank()),
-      before_step_(injected_step_failure(rc, grid.world_rank())) {
+      before_step_(injected_step_failure(rc, grid.world_rank())),
+      step_delay_(rc.faults.step_delay_ms) {
   const std::vector<int64_t> group_steps = steps_per_group(out.plan, data, grid.dp_size(), rc.max_tokens_per_step);
   total_steps_ = group_steps.empty() ? 0 : *std::max_element(group_steps.begin(), group_steps.end());
   // --log-level debug: every rank captures, and logs per-layer statistics of each step; equal
@@ -114,6 +112,9 @@ void StepLoop::compute_step(int64_t step_index, int slot) {
   if (step_.empty()) return;  // this group has no work left: it idles through the rest
   const int64_t step_samples = static_cast<int64_t>(step_.size()), step_tokens = batch_.num_tokens();
   if (capture_) capture_->begin_step(slot, step_tokens);
+  // E3_STEP_DELAY_MS: the step takes that much longer, as a large model's does (the tests that
+  // stop a run mid-step and that see progress between steps).
+  if (step_delay_.count() > 0) std::this_thread::sleep_for(step_delay_);
   loaded_.model->forward(batch_, capture_.get());
   if (capture_) capture_->audit(grid_.world_rank());
   if (writer_) {

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "io/tokenizer/bpe.h"
+#include "io/tokenizer/regex.h"
 #include "io/tokenizer/tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -187,6 +188,36 @@ TEST(Tokenizer, LongWordsMergeLikeShortOnes) {
   EXPECT_EQ(long_ids.back(), 0);
 }
 
+TEST(Tokenizer, WordCacheOffGivesTheSameTokens) {
+  TempDir dir;
+  const json j = byte_level_json({"He", "ll", "Hell", "\u0120w"}, {"H e", "l l", "He ll", "\u0120 w"});
+  const auto cached = load(dir, j);
+  dir.write("tokenizer.json", j.dump());
+  const auto uncached = Tokenizer::load(dir.path(), e3::tok::LoadOptions{.word_cache = false});
+  const std::string text = "Hello world Hello  world\nHello wHello";
+  for (int pass = 0; pass < 2; ++pass) {  // the second pass finds the words in the cache
+    EXPECT_EQ(offsets(cached, text), offsets(uncached, text));
+    EXPECT_EQ(ids(cached, text), ids(uncached, text));
+  }
+}
+
+TEST(Tokenizer, LongWordsMergeInRankOrderWhenAMergeMakesALowerRank) {
+  // "ab c" (rank 0) only becomes possible after "a b" (rank 1): the long-word queue, which takes
+  // ranks in rising order, must hand over to a heap and still merge as the short-word scan does.
+  TempDir dir;
+  const auto t = load(dir, bpe_json({"a", "b", "c", "ab", "abc", "ca"}, {"ab c", "a b", "c a"}));
+  const Ids one = ids(t, "abcab");
+  EXPECT_EQ(one, (Ids{4, 3}));
+  std::string word;
+  for (int i = 0; i < 30; ++i) word += "abc";
+  word += "ab";
+  const auto long_ids = ids(t, word);
+  // "c a" (rank 2) never wins: every c is taken by "ab c" first.
+  ASSERT_EQ(long_ids.size(), 31u);
+  for (size_t i = 0; i < 30; ++i) ASSERT_EQ(long_ids[i], 4);
+  EXPECT_EQ(long_ids.back(), 3);
+}
+
 // ---- normalizers
 
 namespace {
@@ -264,6 +295,38 @@ TEST(Tokenizer, SplitBehaviours) {
   EXPECT_EQ(split_ids(split("Removed", true), text), (Ids{1, 1, 1}));
   const json regex = {{"type", "Split"}, {"pattern", {{"Regex", "-+"}}}, {"behavior", "Isolated"}, {"invert", false}};
   EXPECT_EQ(split_ids(regex, text), (Ids{0, 1, 2, 3, 4}));
+}
+
+TEST(Tokenizer, RegexIteratesMatchesAsTheOnigCrate) {
+  // A pattern without groups is matched many matches a call; one with a group of its own one
+  // match a call. Both must give the onig crate's iteration: empty matches kept except right
+  // where the previous match ended, gaps found by a search, runs longer than one call's batch.
+  auto all = [](const std::string& pattern, const std::string& text) {
+    const e3::tok::Regex re(pattern, "test");
+    e3::tok::MatchRegion region;
+    std::vector<std::pair<size_t, size_t>> out;
+    re.find_all(text, region, out);
+    return out;
+  };
+  using Spans = std::vector<std::pair<size_t, size_t>>;
+  EXPECT_EQ(all("a*", "baaab"), (Spans{{0, 0}, {1, 4}, {5, 5}}));
+  EXPECT_EQ(all("(a*)", "baaab"), (Spans{{0, 0}, {1, 4}, {5, 5}}));
+  EXPECT_EQ(all("[0-9]+", "ab12cd345e"), (Spans{{2, 4}, {6, 9}}));
+  EXPECT_EQ(all("a|(?=b)", "aab"), (Spans{{0, 1}, {1, 2}}));  // the empty match at 2 follows the last one
+  EXPECT_EQ(all("x*", ""), (Spans{{0, 0}}));
+  std::string words;
+  Spans expected;
+  for (size_t i = 0; i < 50; ++i) {
+    expected.emplace_back(words.size(), words.size() + 2);
+    words += i % 7 == 3 ? "\xc3\xa9" : "ab";  // some two-byte characters
+    expected.emplace_back(words.size(), words.size() + 1);
+    words += ' ';
+  }
+  EXPECT_EQ(all(R"(\S+|\s+)", words), expected);
+  EXPECT_EQ(all(R"((\S+)|\s+)", words), expected);
+  const std::string gaps = "1.2..3...4....5";
+  EXPECT_EQ(all("[0-9]|(?<=[0-9])[.]", gaps), all("([0-9])|(?<=[0-9])[.]", gaps));
+  EXPECT_EQ(all("[0-9]|(?<=[0-9])[.]", gaps).size(), 9u);
 }
 
 TEST(Tokenizer, MetaspaceSchemes) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
 #include <functional>
 
@@ -94,6 +95,61 @@ const std::vector<WordToken>* WordCache::find(std::string_view word) const {
 void WordCache::insert(std::string_view word, const std::vector<WordToken>& tokens) {
   if (word.size() >= kMaxWordBytes || map_.size() >= kCapacity) return;
   map_.emplace(std::string(word), tokens);
+}
+
+// ---- MonotoneQueue
+
+void MonotoneQueue::clear() {
+  for (int i = 0; occupied_ != 0; ++i, occupied_ >>= 1)
+    if (occupied_ & 1) buckets_[i].clear();
+  buckets_[0].clear();
+  rank_ = 0;
+  size_ = taken_ = 0;
+  popping_ = false;
+}
+
+void MonotoneQueue::put(uint64_t key) {
+  const int i = std::bit_width(rank_of(key) ^ rank_);
+  buckets_[i].push_back(key);
+  occupied_ |= uint64_t(1) << i;
+}
+
+bool MonotoneQueue::push(uint64_t key) {
+  if (popping_ ? rank_of(key) <= rank_ : rank_of(key) < rank_) return false;
+  put(key);
+  ++size_;
+  return true;
+}
+
+uint64_t MonotoneQueue::pop() {
+  std::vector<uint64_t>& now = buckets_[0];
+  if (taken_ == now.size()) {
+    // The lowest non-empty bucket holds the next rank; its keys share the old rank's bits above
+    // their own, so around their lowest rank they all fall into lower buckets.
+    now.clear();
+    occupied_ &= ~uint64_t(1);
+    taken_ = 0;
+    const int i = std::countr_zero(occupied_);
+    moving_.swap(buckets_[i]);
+    occupied_ &= ~(uint64_t(1) << i);
+    uint32_t lowest = UINT32_MAX;
+    for (uint64_t k : moving_) lowest = std::min(lowest, rank_of(k));
+    rank_ = lowest;
+    for (uint64_t k : moving_) put(k);
+    moving_.clear();
+    std::sort(now.begin(), now.end());
+  } else if (!popping_) {
+    std::sort(now.begin(), now.end());  // keys pushed at rank 0 before the first pop
+  }
+  popping_ = true;
+  --size_;
+  return now[taken_++];
+}
+
+void MonotoneQueue::drain(std::vector<uint64_t>& out) {
+  out.insert(out.end(), buckets_[0].begin() + static_cast<std::ptrdiff_t>(taken_), buckets_[0].end());
+  for (int i = 1; i < 33; ++i) out.insert(out.end(), buckets_[i].begin(), buckets_[i].end());
+  clear();
 }
 
 // ---- the byte alphabet
@@ -300,14 +356,20 @@ void Bpe::initial_symbols(std::string_view word, std::vector<Symbol>& syms) cons
   flush_unk();
 }
 
-void Bpe::merge(std::vector<Symbol>& syms) const {
+void Bpe::merge(std::vector<Symbol>& syms, WordState& st) const {
   const size_t n = syms.size();
   if (n < 2) return;
   // Symbol i's link to its right neighbour, and the merge that pair would make. Symbols are
   // merged into their left partner, so positions keep their order: the leftmost pair is the one
   // with the lowest position.
-  std::vector<int32_t> next(n), prev(n), new_id(n);
-  std::vector<uint32_t> rank(n);
+  std::vector<int32_t>& next = st.next;
+  std::vector<int32_t>& prev = st.prev;
+  std::vector<int32_t>& new_id = st.new_id;
+  std::vector<uint32_t>& rank = st.rank;
+  next.resize(n);
+  prev.resize(n);
+  new_id.resize(n);
+  rank.resize(n);
   constexpr uint32_t kNone = UINT32_MAX;
   for (size_t i = 0; i < n; ++i) {
     next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
@@ -335,7 +397,7 @@ void Bpe::merge(std::vector<Symbol>& syms) const {
     refresh(i);
   };
   if (n <= 48) {
-    // Short words: a scan for the best pair beats a heap.
+    // Short words: a scan for the best pair beats a queue.
     for (;;) {
       uint32_t best = kNone;
       int32_t at = -1;
@@ -349,23 +411,40 @@ void Bpe::merge(std::vector<Symbol>& syms) const {
     }
   } else {
     // (rank << 32 | position): the lowest rank first, the leftmost on ties. An entry is stale when
-    // its pair changed since; a pair with the same rank is the same merge, so the rank tells.
-    std::vector<uint64_t> heap;
-    heap.reserve(n * 2);
-    for (size_t i = 0; i < n; ++i)
-      if (rank[i] != kNone) heap.push_back((uint64_t(rank[i]) << 32) | i);
+    // its pair changed since; a pair with the same rank is the same merge, so the rank tells. The
+    // monotone queue serves while merges make higher ranks only; a merges list where one makes a
+    // lower rank goes on in a binary heap.
+    MonotoneQueue& queue = st.queue;
+    std::vector<uint64_t>& heap = st.heap;
+    queue.clear();
+    heap.clear();
+    bool monotone = true;
     const auto later = std::greater<uint64_t>();
-    std::make_heap(heap.begin(), heap.end(), later);
-    std::vector<char> alive(n, 1);
+    for (size_t i = 0; i < n; ++i)
+      if (rank[i] != kNone) queue.push((uint64_t(rank[i]) << 32) | i);
+    std::vector<char>& alive = st.alive;
+    alive.assign(n, 1);
     auto push = [&](int32_t i) {
       if (i < 0 || rank[static_cast<size_t>(i)] == kNone) return;
-      heap.push_back((uint64_t(rank[static_cast<size_t>(i)]) << 32) | static_cast<uint32_t>(i));
+      const uint64_t key = (uint64_t(rank[static_cast<size_t>(i)]) << 32) | static_cast<uint32_t>(i);
+      if (monotone && queue.push(key)) return;
+      if (monotone) {
+        queue.drain(heap);
+        std::make_heap(heap.begin(), heap.end(), later);
+        monotone = false;
+      }
+      heap.push_back(key);
       std::push_heap(heap.begin(), heap.end(), later);
     };
-    while (!heap.empty()) {
-      std::pop_heap(heap.begin(), heap.end(), later);
-      const uint64_t key = heap.back();
-      heap.pop_back();
+    while (monotone ? !queue.empty() : !heap.empty()) {
+      uint64_t key;
+      if (monotone) {
+        key = queue.pop();
+      } else {
+        std::pop_heap(heap.begin(), heap.end(), later);
+        key = heap.back();
+        heap.pop_back();
+      }
       const auto i = static_cast<int32_t>(key & 0xFFFFFFFFu);
       const auto r = static_cast<uint32_t>(key >> 32);
       if (!alive[static_cast<size_t>(i)] || rank[static_cast<size_t>(i)] != r) continue;
@@ -388,6 +467,7 @@ bool known_word(std::string_view word, int32_t whole, const WordCache& cache, st
     out.push_back({whole, 0, static_cast<uint32_t>(word.size())});
     return true;
   }
+  if (!cache.enabled) return false;
   const auto* hit = cache.find(word);
   if (hit) out.insert(out.end(), hit->begin(), hit->end());
   return hit != nullptr;
@@ -395,14 +475,14 @@ bool known_word(std::string_view word, int32_t whole, const WordCache& cache, st
 
 }  // namespace
 
-void Bpe::tokenize(std::string_view word, std::vector<WordToken>& out, WordCache& cache) const {
+void Bpe::tokenize(std::string_view word, std::vector<WordToken>& out, WordState& st) const {
   if (word.empty()) return;
-  if (known_word(word, ignore_merges_ ? word_vocab_.find(word) : -1, cache, out)) return;
-  std::vector<Symbol> syms;
+  if (known_word(word, ignore_merges_ ? word_vocab_.find(word) : -1, st.cache, out)) return;
+  std::vector<Symbol>& syms = st.symbols;
   initial_symbols(word, syms);  // .begin holds each symbol's length until the end
-  merge(syms);
-  std::vector<WordToken> tokens;
-  tokens.reserve(syms.size());
+  merge(syms, st);
+  std::vector<WordToken>& tokens = st.tokens;
+  tokens.clear();
   uint32_t pos = 0;
   const auto size = static_cast<uint32_t>(word.size());
   for (const Symbol& s : syms) {
@@ -410,7 +490,7 @@ void Bpe::tokenize(std::string_view word, std::vector<WordToken>& out, WordCache
     tokens.push_back({s.id, b, e});
     pos += s.begin;
   }
-  cache.insert(word, tokens);
+  if (st.cache.enabled) st.cache.insert(word, tokens);
   out.insert(out.end(), tokens.begin(), tokens.end());
 }
 
@@ -422,8 +502,9 @@ void RankBpe::add(std::string bytes, int32_t rank) {
   id_to_bytes_[static_cast<size_t>(rank)] = std::move(bytes);
 }
 
-void RankBpe::tokenize(std::string_view piece, std::vector<WordToken>& out, WordCache& cache) const {
+void RankBpe::tokenize(std::string_view piece, std::vector<WordToken>& out, WordState& st) const {
   if (piece.empty()) return;
+  WordCache& cache = st.cache;
   if (known_word(piece, ranks_.find(piece), cache, out)) return;
   // parts[i] is the start of part i; rank[i] the rank of parts i and i+1 joined.
   const size_t n = piece.size();
@@ -459,7 +540,7 @@ void RankBpe::tokenize(std::string_view piece, std::vector<WordToken>& out, Word
                static_cast<unsigned char>(piece[start[i]]));
     tokens.push_back({r, start[i], start[i + 1]});
   }
-  cache.insert(piece, tokens);
+  if (cache.enabled) cache.insert(piece, tokens);
   out.insert(out.end(), tokens.begin(), tokens.end());
 }
 

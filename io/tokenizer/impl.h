@@ -19,7 +19,7 @@ namespace e3::tok {
 // cache warms up without a lock per word.
 struct EncodeState {
   Scratch scratch;
-  WordCache cache;
+  WordState word;
   std::vector<AddedSplit> splits, sub_splits;
   std::vector<WordToken> words;
   std::vector<std::vector<std::pair<size_t, size_t>>> level_matches;  // per split of the view path
@@ -45,11 +45,14 @@ struct Tokenizer::Impl {
   std::string fingerprint;
   int64_t vocab_size = 0;
 
+  bool word_cache = true;  // LoadOptions::word_cache
   mutable std::mutex pool_mutex;
   mutable std::vector<std::unique_ptr<EncodeState>> pool;
 
   std::unique_ptr<EncodeState> acquire() const;
   void release(std::unique_ptr<EncodeState> state) const;
+  // encode(), or encode_ids() when !want_offsets (the offsets' trimming is skipped).
+  std::vector<Token> encode_tokens(std::string_view text, bool add_special_tokens, bool want_offsets) const;
   // The tokens of `text` before post-processing; trim counts when `trim` is given.
   void encode_text(std::string_view text, EncodeState& st, std::vector<Token>& out, TrimCounts* trim) const;
   void encode_view(std::string_view v, uint32_t offset, size_t level, EncodeState& st, std::vector<Token>& out,

@@ -41,6 +41,14 @@ class Regex {
 
  private:
   void* regex_;
+  // The pattern as kBatch consecutive matches in one call, `(?>(P))(?:(?>(P))(?:...)?)?`: each
+  // Oniguruma call copies its backtracking stack to the heap and back (malloc, a 5 KB memcpy,
+  // free) whatever the match, which was most of the time of a short word. An atomic group
+  // matches exactly what P alone matches there, and group k is then the k-th match of the
+  // iteration. Null where P has groups of its own, \G or back-references (copies would change
+  // their meaning).
+  static constexpr int kBatch = 16;
+  void* batch_ = nullptr;
   std::string pattern_;
 };
 

@@ -106,7 +106,7 @@ void Tokenizer::Impl::encode_tiktoken(std::string_view text, EncodeState& st, st
       tiktoken_split->find_all(sub, st.scratch.region, st.scratch.matches);
       for (auto [mb, me] : st.scratch.matches) {
         st.words.clear();
-        ranks->tokenize(sub.substr(mb, me - mb), st.words, st.cache);
+        ranks->tokenize(sub.substr(mb, me - mb), st.words, st.word);
         for (const WordToken& w : st.words)
           out.push_back({w.id, static_cast<uint32_t>(b + mb + w.begin), static_cast<uint32_t>(b + mb + w.end)});
       }

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/hash.h"
@@ -22,6 +23,12 @@ bool valid_utf8(std::string_view s, size_t* bad_offset) {
     return false;
   };
   while (i < n) {
+    // ASCII eight bytes at a time: most text is mostly ASCII.
+    uint64_t word;
+    if (i + 8 <= n && (std::memcpy(&word, p + i, 8), (word & 0x8080808080808080ull) == 0)) {
+      i += 8;
+      continue;
+    }
     const unsigned char b = p[i];
     if (b < 0x80) {
       ++i;
@@ -61,7 +68,9 @@ std::unique_ptr<EncodeState> Tokenizer::Impl::acquire() const {
       return st;
     }
   }
-  return std::make_unique<EncodeState>();
+  auto st = std::make_unique<EncodeState>();
+  st->word.cache.enabled = word_cache;
+  return st;
 }
 
 void Tokenizer::Impl::release(std::unique_ptr<EncodeState> state) const {
@@ -137,7 +146,7 @@ void Tokenizer::Impl::encode_view(std::string_view v, uint32_t offset, size_t le
     return;
   }
   st.words.clear();
-  bpe->tokenize(v, st.words, st.cache);
+  bpe->tokenize(v, st.words, st.word);
   for (const WordToken& w : st.words) {
     // Offsets widen to whole characters, as the byte-level alignment does.
     uint32_t b = std::min<uint32_t>(w.begin, static_cast<uint32_t>(v.size()) - 1);
@@ -176,7 +185,7 @@ void Tokenizer::Impl::encode_text(std::string_view text, EncodeState& st, std::v
     if (pre_tokenizer) pre_tokenizer->apply(pieces, st.scratch);
     for (const Normalized& p : pieces) {
       st.words.clear();
-      bpe->tokenize(p.text(), st.words, st.cache);
+      bpe->tokenize(p.text(), st.words, st.word);
       const auto size = static_cast<uint32_t>(p.text().size());
       for (const WordToken& w : st.words) {
         const uint32_t b = std::min(w.begin, size - 1);
@@ -222,29 +231,33 @@ void Tokenizer::Impl::encode_text(std::string_view text, EncodeState& st, std::v
   }
 }
 
-std::vector<Token> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
-  const Impl& im = *impl_;
+std::vector<Token> Tokenizer::Impl::encode_tokens(std::string_view text, bool add_special_tokens,
+                                                  bool want_offsets) const {
   // The regex engine and the byte offsets assume UTF-8; callers check their input before (with
   // its line number), this keeps a bad text from giving wrong ids instead of an error.
   size_t bad = 0;
   E3_REQUIRE(valid_utf8(text, &bad), ErrorKind::Input, "text is not valid UTF-8 (byte {} of {})", bad, text.size());
-  auto st = im.acquire();
+  auto st = acquire();
   std::vector<Token> tokens;
   tokens.reserve(text.size() / 3 + 4);
-  TrimCounts trim;
-  const bool want_trim = im.post && im.post->trims_offsets();
-  if (im.ranks) {
-    im.encode_tiktoken(text, *st, tokens);
+  TrimCounts trim;  // left empty when only the ids are wanted: trimming moves offsets, never ids
+  const bool want_trim = want_offsets && post && post->trims_offsets();
+  if (ranks) {
+    encode_tiktoken(text, *st, tokens);
   } else {
-    im.encode_text(text, *st, tokens, want_trim ? &trim : nullptr);
+    encode_text(text, *st, tokens, want_trim ? &trim : nullptr);
   }
-  if (im.post) im.post->process(tokens, trim, add_special_tokens);
-  im.release(std::move(st));
+  if (post) post->process(tokens, trim, add_special_tokens);
+  release(std::move(st));
   return tokens;
 }
 
+std::vector<Token> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  return impl_->encode_tokens(text, add_special_tokens, true);
+}
+
 std::vector<int32_t> Tokenizer::encode_ids(std::string_view text, bool add_special_tokens) const {
-  const std::vector<Token> tokens = encode(text, add_special_tokens);
+  const std::vector<Token> tokens = impl_->encode_tokens(text, add_special_tokens, false);
   std::vector<int32_t> ids(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) ids[i] = tokens[i].id;
   return ids;
@@ -343,7 +356,13 @@ void finish_config(Tokenizer::Impl& im, const ConfigFile& cfg, const std::string
 
 }  // namespace
 
-Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
+Tokenizer Tokenizer::load(const std::filesystem::path& dir, const LoadOptions& options) {
+  Tokenizer t = load_files(dir);
+  t.impl_->word_cache = options.word_cache;
+  return t;
+}
+
+Tokenizer Tokenizer::load_files(const std::filesystem::path& dir) {
   std::error_code ec;
   const auto json_path = dir / "tokenizer.json";
   if (!std::filesystem::exists(json_path, ec)) {

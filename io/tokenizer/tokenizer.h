@@ -33,12 +33,18 @@ struct TokenizerConfig {
   nlohmann::json template_variables = nlohmann::json::object();  // bos_token, eos_token, ... as strings
 };
 
+struct LoadOptions {
+  // Each encoding thread remembers the tokens of up to 65,536 words under 256 bytes, as HF's BPE
+  // does (ids are the same either way); off, to measure the rest.
+  bool word_cache = true;
+};
+
 class Tokenizer {
  public:
   // DIR/tokenizer.json (+ DIR/tokenizer_config.json), or DIR/tiktoken.model (Kimi-K2). A missing
   // file or an unsupported component (Unigram, WordPiece, an unknown normalizer...) throws
   // e3::Error(ErrorKind::Model) naming the file and the type.
-  static Tokenizer load(const std::filesystem::path& dir);
+  static Tokenizer load(const std::filesystem::path& dir, const LoadOptions& options = {});
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
@@ -48,7 +54,7 @@ class Tokenizer {
   // is not valid UTF-8 (see valid_utf8) throws e3::Error(ErrorKind::Input) naming the first bad
   // byte. Thread-safe: any number of threads may encode at once.
   std::vector<Token> encode(std::string_view text, bool add_special_tokens) const;
-  std::vector<int32_t> encode_ids(std::string_view text, bool add_special_tokens) const;
+  std::vector<int32_t> encode_ids(std::string_view text, bool add_special_tokens) const;  // encode's ids, faster
 
   std::string token_bytes(int32_t id) const;  // the token's bytes (for display), "" for an unknown id
   bool is_special(int32_t id) const;          // an added token with special = true
@@ -60,6 +66,7 @@ class Tokenizer {
   struct Impl;
 
  private:
+  static Tokenizer load_files(const std::filesystem::path& dir);
   explicit Tokenizer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

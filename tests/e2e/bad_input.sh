@@ -21,7 +21,7 @@ check duplicate_id "duplicate_id.jsonl:3: duplicate id \"a\" (first seen at line
 check not_object "not_object.jsonl:1: a sample must be a JSON object" '[1, 2, 3]'
 # Only id, input_ids and loss_mask: a typo must not silently train on the prompt.
 check unknown_key 'unknown_key.jsonl:2: unknown key "lossmask": did you mean "loss_mask"?' "$good" '{"input_ids": [1, 2, 3], "lossmask": [0, 0, 1]}'
-check text_line 'text_line.jsonl:1: "messages" holds text, but eagle3_extract reads token ids: tokenize .*apply_chat_template' '{"messages": [{"role": "user", "content": "hi"}]}'
+# Conversations and text lines are tested by chat.sh (a model without a tokenizer: exit 4, naming the line).
 long_id=$(head -c 65536 /dev/zero | tr '\0' a)
 check long_id 'long_id.jsonl:2: "id" is 65536 bytes long, more than 4096 allowed' "$good" "{\"id\": \"$long_id\", \"input_ids\": [1]}"
 [ "$(wc -c < "$LOG")" -lt 4096 ] || fail "the message quotes the whole 64 KiB id"

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/named_enum.h"
 #include "jobs/part.h"
+#include "kernels/backend.h"
 
 namespace e3::app {
 namespace {
@@ -337,7 +338,8 @@ Request parse_command_line(int argc, char** argv) {
       "writes the hidden states of chosen layers per sample to HDF5 (EAGLE-3 draft-model training data).\n"
       "With no --model it runs the tiny demo checkpoint installed with it, writing ./eagle3_out."};
   app.set_help_all_flag("--help-all", "Show help for the subcommands too");
-  app.set_version_flag("--version", "eagle3_extract " E3_VERSION_STRING, "Print the version and exit");
+  app.set_version_flag("--version", std::string("eagle3_extract " E3_VERSION_STRING "\n") + kernels::build_description(),
+                       "Print the version and what the build runs on, and exit");
   const Registered run = add_run_options(app, req);
   const Registered subcommands[] = {add_verify_options(app, req), add_info_options(app, req),
                                     add_bench_options(app, req), add_export_options(app, req),

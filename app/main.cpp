@@ -2,6 +2,7 @@
 // flushed, followed by an exit code from the README's table.
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -83,7 +84,14 @@ int run_command(const Request& req, const MpiEnv& mpi) {
                                                                 *rc.env.get("CUDA_VISIBLE_DEVICES"))
                                                   : "",
                req.embedded_demo ? " (embedded demo: no --model given)" : "");
-  jobs::install_stop_handlers();
+  jobs::StopSignals::OnStop announce;
+  if (grid.is_leader())
+    announce = [&rc](int sig) {
+      const std::string line = jobs::stop_announcement(sig, rc.out_dir, rc.env);
+      spdlog::warn("{}", line);
+      if (sig == SIGCONT) jobs::tell_terminal(line);  // mpirun holds back our output while it stops the job
+    };
+  const jobs::StopSignals stops(std::move(announce));
   return jobs::run_extract(rc, grid);
 }
 

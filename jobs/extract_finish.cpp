@@ -74,11 +74,21 @@ int finish_extract(const RunConfig& rc, const parallel::Grid& grid, const Output
                  manifest.shards.size(), rc.out_dir.string(),
                  manifest.complete ? (rc.part.count > 1 ? "this part complete" : "complete") : "INCOMPLETE", secs);
     // Last, so that it is the line a user reads, whatever code the launcher returns.
-    if (outcome.stopped_by)
-      spdlog::warn("stopped by signal {} after the current step ({}); what was complete is committed. The run is "
+    if (outcome.stopped_by) {
+      // The "stopped:" progress line counts every sample computed; those of shards left
+      // unfinished were not written, and the "done:" line does not count them.
+      const int64_t unfinished = std::max<int64_t>(0, outcome.samples_computed - computed - nonfinite_now);
+      const std::string lost =
+          unfinished == 0 ? std::string()
+                          : fmt::format(" The {} sample{} computed for shards not yet complete {} not kept: the rerun "
+                                        "computes {} again.",
+                                        unfinished, unfinished == 1 ? "" : "s", unfinished == 1 ? "was" : "were",
+                                        unfinished == 1 ? "it" : "them");
+      spdlog::warn("stopped by signal {} after the current step ({}); what was complete is committed.{} The run is "
                    "resumable: rerun the same command to continue (exit code {}; an mpirun that was signalled "
                    "itself returns 1)",
-                   outcome.stopped_by, stop_signal_name(outcome.stopped_by), exit_code(ErrorKind::Resumable));
+                   outcome.stopped_by, stop_signal_name(outcome.stopped_by), lost, exit_code(ErrorKind::Resumable));
+    }
     else
       skipped_message = too_many_skipped_message(rc, out.plan, nonfinite_now + nonfinite_before);
     too_many_skipped = skipped_message.empty() ? 0 : 1;

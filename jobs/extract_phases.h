@@ -68,6 +68,7 @@ LoadedModel load_model_slice(const RunConfig& rc, const parallel::Grid& grid, co
 struct StepOutcome {
   int stopped_by = 0;                         // the signal that stopped the run early, or 0
   std::vector<io::CommittedShard> committed;  // by this rank's writer, in this run
+  int64_t samples_computed = 0;               // by every group in this run, as the last agreement counted them
 };
 
 // The leader collects every group's commits, writes the final manifest and the "done" line;

@@ -228,10 +228,16 @@ LoadedModel load_model_slice(const RunConfig& rc, const parallel::Grid& grid, co
         mc.quant.method == model::QuantConfig::Method::None ? ""
         : loaded.backend->keeps_weights_quantized() ? fmt::format(" ({} held quantized)", mc.quant.describe())
                                                      : fmt::format(" ({} dequantized at load)", mc.quant.describe());
+#ifdef E3_HAVE_CUDA
+    const std::string build_note;
+#else
+    // So that a binary without the GPU backend is never run on a GPU cluster unawares.
+    const std::string build_note = fmt::format("; {}", kernels::build_description());
+#endif
     spdlog::info("ready on {}: {:.1f} MiB of weights{} loaded in {:.2f} s ({:.3g} GB read at {:.2f} GB/s), "
-                 "workspace {:.1f} MiB",
+                 "workspace {:.1f} MiB{}",
                  loaded.backend->device_description(), loaded.model->weight_bytes() / 1048576.0, held, load_s,
-                 read_gb, read_gb / std::max(load_s, 1e-9), loaded.model->workspace_bytes() / 1048576.0);
+                 read_gb, read_gb / std::max(load_s, 1e-9), loaded.model->workspace_bytes() / 1048576.0, build_note);
   });
   // Every rank has loaded its slice: the fingerprint of what they all read, the same on each.
   const model::WeightFingerprint& read = req.checkpoint->weights();

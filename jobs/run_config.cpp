@@ -76,6 +76,7 @@ FaultInjection fault_injection_from(const Environment& env) {
   f.fail_at_sample = env_index(env, "E3_FAIL_AT_SAMPLE").value_or(-1);
   f.rank = static_cast<int>(env_index(env, "E3_FAIL_ON_RANK").value_or(0));
   f.fail_publish_shard = env_index(env, "E3_FAIL_PUBLISH_SHARD").value_or(-1);
+  f.step_delay_ms = env_index(env, "E3_STEP_DELAY_MS").value_or(0);
   return f;
 }
 

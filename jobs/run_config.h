@@ -37,12 +37,13 @@ uint64_t parse_byte_size(const std::string& text, const char* option);
 std::optional<std::string> threads_warning(int threads, int ranks_on_node, int cores);
 
 // Failures on purpose, for the tests that prove a failure ends the job cleanly. Read once,
-// where the run config is built, from E3_FAIL_AT_SAMPLE=k [E3_FAIL_ON_RANK=r] and
-// E3_FAIL_PUBLISH_SHARD=s of the start-up environment; never set by users.
+// where the run config is built, from E3_FAIL_AT_SAMPLE=k [E3_FAIL_ON_RANK=r],
+// E3_FAIL_PUBLISH_SHARD=s and E3_STEP_DELAY_MS=ms of the start-up environment; never set by users.
 struct FaultInjection {
   int64_t fail_at_sample = -1;  // world rank `rank` fails before the step holding this sample
   int rank = 0;
   int64_t fail_publish_shard = -1;  // the writer's publisher thread throws a std::filesystem_error on it
+  int64_t step_delay_ms = 0;  // E3_STEP_DELAY_MS: every rank's steps take this much longer (a slowed run)
 
   bool fails_before(int64_t sample, int world_rank) const {
     return fail_at_sample >= 0 && sample == fail_at_sample && world_rank == rank;

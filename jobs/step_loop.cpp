@@ -1,9 +1,11 @@
 #include "jobs/step_loop.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <system_error>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -67,7 +69,8 @@ StepLoop::StepLoop(const RunConfig& rc, const parallel::Grid& grid, const io::Da
       loaded_(loaded),
       packer_(data.samples(), out.plan.pending_for(grid.dp_rank()), rc.max_tokens_per_step),
       watchdog_(*loaded.comm, rc.collective_timeout_s, grid.world_rank()),
-      before_step_(injected_step_failure(rc, grid.world_rank())) {
+      before_step_(injected_step_failure(rc, grid.world_rank())),
+      step_delay_(rc.faults.step_delay_ms) {
   const std::vector<int64_t> group_steps = steps_per_group(out.plan, data, grid.dp_size(), rc.max_tokens_per_step);
   total_steps_ = group_steps.empty() ? 0 : *std::max_element(group_steps.begin(), group_steps.end());
   // --log-level debug: every rank captures, and logs per-layer statistics of each step; equal
@@ -86,7 +89,7 @@ StepLoop::StepLoop(const RunConfig& rc, const parallel::Grid& grid, const io::Da
   for (const ShardPlan& s : out.plan.shards)
     if (!s.committed) group_tokens[static_cast<size_t>(s.dp_group)] += s.tokens_to_write;
   progress_ = std::make_unique<Progress>(grid.is_leader(), out.plan.samples_pending, group_tokens,
-                                         out.limits.state_bytes_per_token, rc.progress_interval_s);
+                                         out.limits.state_bytes_per_token, rc.progress_interval_s, total_steps_);
 }
 
 StepLoop::~StepLoop() = default;
@@ -109,6 +112,9 @@ void StepLoop::compute_step(int64_t step_index, int slot) {
   if (step_.empty()) return;  // this group has no work left: it idles through the rest
   const int64_t step_samples = static_cast<int64_t>(step_.size()), step_tokens = batch_.num_tokens();
   if (capture_) capture_->begin_step(slot, step_tokens);
+  // E3_STEP_DELAY_MS: the step takes that much longer, as a large model's does (the tests that
+  // stop a run mid-step and that see progress between steps).
+  if (step_delay_.count() > 0) std::this_thread::sleep_for(step_delay_);
   loaded_.model->forward(batch_, capture_.get());
   if (capture_) capture_->audit(grid_.world_rank());
   if (writer_) {
@@ -160,6 +166,7 @@ StepOutcome StepLoop::run() {
       outcome.stopped_by = agreed.stop_signal;
       break;
     }
+    progress_->step_started(step_index);
     compute_step(step_index, slot);
     watchdog_.step_end();
   }
@@ -176,6 +183,7 @@ StepOutcome StepLoop::run() {
   agree(pending);
   watchdog_.step_end();
   progress_->finish(outcome.stopped_by != 0);
+  outcome.samples_computed = progress_->samples();
   if (committer_) outcome.committed = committer_->committed();
   return outcome;
 }

@@ -3,6 +3,7 @@
 // rank of the job.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -62,6 +63,7 @@ class StepLoop {
   StepPacker packer_;
   Watchdog watchdog_;
   std::function<void(const std::vector<StepSample>&)> before_step_;  // fault injection, or empty
+  std::chrono::milliseconds step_delay_;                            // E3_STEP_DELAY_MS, tests only
   std::unique_ptr<model::StagedCapture> capture_;
   std::unique_ptr<ShardCommitter> committer_;
   std::unique_ptr<AsyncStepWriter> writer_;

@@ -201,5 +201,8 @@ std::unique_ptr<Backend> make_planning_backend(DType compute_dtype);
 int cuda_device_count();
 // Throws a usage error when the build has no CUDA backend.
 std::unique_ptr<Backend> make_cuda_backend(int device, const CudaOptions& options = {});
+// What this binary can run on, for --version and the ready line: "CUDA backend for
+// architectures ..." or "CPU-only build: no CUDA backend".
+const char* build_description();
 
 }  // namespace e3::kernels

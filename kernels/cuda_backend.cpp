@@ -411,4 +411,6 @@ std::unique_ptr<Backend> make_cuda_backend(int device, const CudaOptions& option
   return std::make_unique<CudaBackend>(device, options);
 }
 
+const char* build_description() { return "CUDA backend for architectures " E3_CUDA_ARCHITECTURES; }
+
 }  // namespace e3::kernels

@@ -6,6 +6,8 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <chrono>
 
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
@@ -59,6 +61,24 @@ TEST(Progress, AtMostOneLineAnIntervalButAlwaysTheLast) {
   p.finish(true);
   EXPECT_TRUE(e3::test::Contains(log.text(), "stopped: 2/4 samples (50.0%), 20/40 tokens"));
   EXPECT_EQ(log.lines(), 1);
+}
+
+// A step may take minutes (a large model on the CPU): the lines come on time between step
+// boundaries too, saying which step runs.
+TEST(Progress, PrintsOnTimeWhileAStepRuns) {
+  CapturedLog log;
+  Progress p(true, 10, {100}, 10, 0.05, 7);
+  p.update({1}, {10});
+  p.step_started(2);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!e3::test::Contains(log.text(), "step 3/7 running for") && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  p.finish(true);
+  const std::string text = log.text();
+  EXPECT_TRUE(e3::test::Contains(text, "progress: 1/10 samples (10.0%), 10/100 tokens")) << text;
+  EXPECT_TRUE(e3::test::Contains(text, "step 3/7 running for")) << text;
+  const std::string last = text.substr(text.rfind("\n", text.size() - 2) + 1);
+  EXPECT_TRUE(e3::test::Contains(last, "stopped: 1/10 samples")) << "the last line is the last: " << text;
 }
 
 TEST(Progress, SilentOffTheLeader) {

@@ -136,15 +136,26 @@ void check_draft_vocab_size(const ExportOptions& o, const Source& s) {
              o.src.string(), why);
 }
 
-// The masked tokens of one shard: its /token_counts, or for a shard written before
-// eagle3_extract counted tokens, a count of its samples' input_ids where loss_mask is 1.
-std::vector<io::TokenCount> shard_token_counts(const fs::path& path, bool* recounted) {
+// What the end of an export needs of every stored sample, from one read of each shard's layout:
+// the masked tokens (for the draft vocabulary) and the lengths (what the trainer would cut).
+struct SourceTally {
+  io::TokenCounter masked;
+  int64_t recounted = 0;         // shards without /token_counts, counted from their samples now
+  std::vector<int64_t> lengths;  // tokens of each stored sample
+};
+
+// One shard's samples' lengths and masked tokens: its /token_counts, or for a shard written
+// before eagle3_extract counted tokens, a count of its samples' input_ids where loss_mask is 1.
+void tally_shard(const fs::path& path, SourceTally& tally) {
   const io::ShardLayout layout = io::read_shard_layout(path);
-  *recounted = !layout.token_counts;
-  if (layout.token_counts) return layout.token_counts->counts;
+  for (const io::StoredSample& sample : layout.samples) tally.lengths.push_back(sample.tokens);
+  if (layout.token_counts) {
+    tally.masked.add(layout.token_counts->counts);
+    return;
+  }
+  ++tally.recounted;
   io::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   E3_REQUIRE(fd.get() >= 0, ErrorKind::Verify, "{}: {}", path.string(), std::strerror(errno));
-  io::TokenCounter counter;
   std::vector<int32_t> ids;
   std::vector<uint8_t> mask;
   for (const io::StoredSample& sample : layout.samples) {
@@ -159,14 +170,19 @@ std::vector<io::TokenCount> shard_token_counts(const fs::path& path, bool* recou
     io::read_stored_bytes(fd.get(), *i, ids.data(), sw);
     io::read_stored_bytes(fd.get(), *m, mask.data(), sw);
     for (const int32_t id : ids) E3_REQUIRE(id >= 0, ErrorKind::Verify, "{}: input_ids holds {}", sw, id);
-    counter.add(ids, mask);
+    tally.masked.add(ids, mask);
   }
-  return counter.counts();
+}
+
+SourceTally tally_source(const fs::path& src, const Source& s) {
+  SourceTally tally;
+  for (const io::CommittedShard& c : s.shards) tally_shard(src / c.file, tally);
+  return tally;
 }
 
 // Writes the format's draft vocabulary into DEST from the counts of every shard of SRC; returns
 // what export.json records of it (null when SRC cannot say the target's vocabulary size).
-nlohmann::json export_draft_vocab(const ExportOptions& o, const Source& s) {
+nlohmann::json export_draft_vocab(const ExportOptions& o, const Source& s, const SourceTally& tally) {
   std::string why;
   const int64_t target_vocab = target_vocab_size(s, &why);
   if (target_vocab == 0) {
@@ -176,18 +192,11 @@ nlohmann::json export_draft_vocab(const ExportOptions& o, const Source& s) {
     return nullptr;
   }
   const int64_t size = draft_vocab_size(o, target_vocab);
-  io::TokenCounter total;
-  int64_t recounted = 0;
-  for (const io::CommittedShard& c : s.shards) {
-    bool again = false;
-    total.add(shard_token_counts(o.src / c.file, &again));
-    recounted += again ? 1 : 0;
-  }
-  if (recounted > 0)
+  if (tally.recounted > 0)
     spdlog::info("export: {} of {} shards have no token counts (written before eagle3_extract counted tokens): their "
                  "masked tokens were counted now",
-                 recounted, s.shards.size());
-  const DraftVocab vocab = choose_draft_vocab(total.counts(), size, target_vocab);
+                 tally.recounted, s.shards.size());
+  const DraftVocab vocab = choose_draft_vocab(tally.masked.counts(), size, target_vocab);
   write_draft_vocab(o.format, o.dest, vocab);
   const std::vector<std::string> files = draft_vocab_files(o.format);
   std::vector<std::string> paths;
@@ -231,6 +240,33 @@ FinalNeed final_needed(ExportFormat f, const std::string& final_mode) {
   return need;
 }
 
+// The capture ids in the order a format's files hold them.
+std::vector<int32_t> exported_layer_ids(ExportFormat f, const std::vector<int32_t>& ids) {
+  std::vector<int32_t> written;
+  for (const size_t k : exported_capture_order(f, ids)) written.push_back(ids[k]);
+  return written;
+}
+
+// The flag or config key that tells a trainer which layers it was given: speculators counts as we
+// do; SpecForge and ModelOpt count "output of layer i", one less (README, "Which layers").
+std::string trainer_layers_setting(ExportFormat f, const std::vector<int32_t>& ids) {
+  std::vector<int32_t> theirs = exported_layer_ids(f, ids);
+  for (int32_t& id : theirs) id -= 1;
+  if (f != ExportFormat::Speculators && *std::min_element(theirs.begin(), theirs.end()) < 0)
+    return "none of its settings names capture id 0, the embedding output (docs/TRAINERS.md)";
+  switch (f) {
+    case ExportFormat::Speculators:
+      return fmt::format("--target-layer-ids {}", fmt::join(ids, " "));
+    case ExportFormat::SpecForge:
+      // Its command line's overrides take no list for a key the config leaves unset: the YAML's.
+      return fmt::format("model.aux_hidden_state_layer_ids: [{}] in the run config's YAML", fmt::join(theirs, ", "));
+    case ExportFormat::ModelOpt:
+      return fmt::format("eagle.eagle_architecture_config.eagle_aux_hidden_state_layer_ids=[{}]",
+                         fmt::join(theirs, ","));
+  }
+  E3_THROW(ErrorKind::Internal, "unknown export format {}", static_cast<int>(f));
+}
+
 // Refuses a SRC the format cannot be made from, naming the extraction to rerun; warns about
 // capture ids that are not the trainers' default.
 void check_conventions(ExportFormat f, const Source& s, const fs::path& src) {
@@ -248,10 +284,24 @@ void check_conventions(ExportFormat f, const Source& s, const fs::path& src) {
              "extraction with --layers {} (the EAGLE-3 default for {} layers)",
              name_of(f), src.string(), d.layer_ids.size(), fmt::join(d.layer_ids, ", "),
              fmt::join(preset, ","), L);
-  if (d.layer_ids != preset)
+  if (f == ExportFormat::ModelOpt) {
+    std::vector<int32_t> distinct = d.layer_ids;
+    std::sort(distinct.begin(), distinct.end());
+    E3_REQUIRE(std::adjacent_find(distinct.begin(), distinct.end()) == distinct.end(), ErrorKind::Usage,
+               "export --format modelopt: {} captured ids [{}], a layer twice; ModelOpt takes each layer once (its "
+               "layer ids are a set): rerun the extraction with three different --layers",
+               src.string(), fmt::join(d.layer_ids, ", "));
+  }
+  const std::vector<int32_t> written = exported_layer_ids(f, d.layer_ids);
+  if (written != d.layer_ids)
+    spdlog::info("export: aux_hidden_states hold capture ids [{}] in ascending order, as ModelOpt orders its layers (it "
+                 "sorts its layer ids), not in SRC's --layers order [{}]",
+                 fmt::join(written, ", "), fmt::join(d.layer_ids, ", "));
+  if (written != preset)
     spdlog::warn("export: {} captured ids [{}], not the EAGLE-3 default [{}] of a {}-layer model that {} assumes: "
-                 "tell the trainer these layers (docs/TRAINERS.md shows where)",
-                 src.string(), fmt::join(d.layer_ids, ", "), fmt::join(preset, ", "), L, name_of(f));
+                 "tell the trainer these layers: {}",
+                 src.string(), fmt::join(d.layer_ids, ", "), fmt::join(preset, ", "), L, name_of(f),
+                 trainer_layers_setting(f, d.layer_ids));
   E3_REQUIRE(storage_codec_named(d.dtype) != nullptr, ErrorKind::Verify, "{}: unknown dtype '{}'", src.string(),
              d.dtype);
 }
@@ -277,7 +327,12 @@ fs::path rows_fragment(const fs::path& dest, int64_t shard_index) {
 class SampleExporter {
  public:
   SampleExporter(const ExportOptions& o, const io::ShardDescription& d, const std::vector<int64_t>& stored)
-      : o_(o), d_(d), stored_(stored), final_(final_needed(o.format, d.final_mode).dataset) {}
+      : o_(o),
+        d_(d),
+        stored_(stored),
+        final_(final_needed(o.format, d.final_mode).dataset),
+        order_(exported_capture_order(o.format, d.layer_ids)),
+        reorder_(!std::is_sorted(order_.begin(), order_.end())) {}
 
   // Returns the bytes written.
   uint64_t write(int fd, const io::StoredSample& s, const std::string& where, std::string* rows_jsonl) {
@@ -327,11 +382,21 @@ class SampleExporter {
         break;
       }
       case ExportFormat::ModelOpt: {
+        const uint16_t* aux = states_.data();
+        if (reorder_) {  // each token's K captures in ModelOpt's (ascending) layer order
+          aux_.resize(states_.size());
+          for (int64_t t = 0; t < T; ++t)
+            for (int64_t j = 0; j < K; ++j)
+              std::memcpy(&aux_[static_cast<size_t>((t * K + j) * H)],
+                          &states_[static_cast<size_t>((t * K + static_cast<int64_t>(order_[j])) * H)],
+                          static_cast<size_t>(H) * 2);
+          aux = aux_.data();
+        }
         const std::string stem = modelopt_file_stem(s.index, s.id ? &*s.id : nullptr);
         path = o_.dest / (stem + ".pt");
         io::write_torch_dict(path, {{"input_ids", input_ids},
                                     {"hidden_states", io::TensorRef{"", TensorElement::BF16, {T, H}, final_rows_.data()}},
-                                    {"aux_hidden_states", io::TensorRef{"", TensorElement::BF16, {T, K * H}, states_.data()}},
+                                    {"aux_hidden_states", io::TensorRef{"", TensorElement::BF16, {T, K * H}, aux}},
                                     {"loss_mask", loss_mask},
                                     {"conversation_id", s.id ? *s.id : fmt::format("{:08d}", s.index)}});
         break;
@@ -409,10 +474,12 @@ class SampleExporter {
   const io::ShardDescription& d_;
   const std::vector<int64_t>& stored_;
   const std::string final_;  // the dataset of the final state this format trains on
+  const std::vector<size_t> order_;  // exported_capture_order: the captures in the order written
+  const bool reorder_;               // not SRC's order: written through aux_
   std::vector<uint8_t> raw_;
   std::vector<std::vector<uint8_t>> part_bufs_;  // one state's parts, as stored
   std::vector<int64_t> ids_, mask_;
-  std::vector<uint16_t> states_, final_rows_, spec_;
+  std::vector<uint16_t> states_, final_rows_, spec_, aux_;
   uint64_t bytes_read_ = 0;
 };
 
@@ -494,6 +561,47 @@ std::string specforge_file(int64_t index) {
   return fmt::format("rows_{}-{}/data_{}.ckpt", g, g + kSpecForgeGroup, index);
 }
 
+std::vector<size_t> exported_capture_order(ExportFormat format, const std::vector<int32_t>& layer_ids) {
+  std::vector<size_t> order(layer_ids.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  if (format == ExportFormat::ModelOpt)
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return layer_ids[a] < layer_ids[b]; });
+  return order;
+}
+
+TrainerSeqLimit trainer_seq_limit(ExportFormat format) {
+  switch (format) {  // the defaults, read in each trainer's code (docs/TRAINERS.md, "Long samples")
+    case ExportFormat::Speculators:
+      return {"speculators'", "--total-seq-len", " ", 8192};
+    case ExportFormat::SpecForge:
+      return {"SpecForge's", "data.max_length", "=", 2048};
+    case ExportFormat::ModelOpt:
+      return {"ModelOpt's", "training.training_seq_len", "=", 2048};
+  }
+  E3_THROW(ErrorKind::Internal, "unknown export format {}", static_cast<int>(format));
+}
+
+LengthReport length_report(ExportFormat format, const std::vector<int64_t>& lengths) {
+  LengthReport r;
+  r.limit = trainer_seq_limit(format);
+  r.samples = static_cast<int64_t>(lengths.size());
+  for (const int64_t n : lengths) {
+    r.longer += n > r.limit.tokens ? 1 : 0;
+    r.longest = std::max(r.longest, n);
+  }
+  return r;
+}
+
+std::string length_message(const LengthReport& r) {
+  const TrainerSeqLimit& l = r.limit;
+  if (r.longer == 0)
+    return fmt::format("the longest of the {} samples has {} tokens, within {} default {} = {}: none is cut", r.samples,
+                       r.longest, l.trainer, l.key, l.tokens);
+  return fmt::format("{} of {} samples are longer than {} default {} = {}, which cuts them to {} tokens: pass "
+                     "{}{}{} (the longest sample) or more to train on them whole",
+                     r.longer, r.samples, l.trainer, l.key, l.tokens, l.tokens, l.key, l.assign, r.longest);
+}
+
 ExportStart prepare_export(const ExportOptions& o, std::optional<DirLock>* lock) {
   const Source s = load_source(o.src);
   check_conventions(o.format, s, o.src);
@@ -525,7 +633,7 @@ ExportStart prepare_export(const ExportOptions& o, std::optional<DirLock>* lock)
                                         : had.is_object() && had.value("size", int64_t{0}) == draft_vocab_size(o, target_vocab);
     if (same) return ExportStart::NothingToDo;
     take_lock();
-    done["draft_vocab"] = export_draft_vocab(o, s);
+    done["draft_vocab"] = export_draft_vocab(o, s, tally_source(o.src, s));
     write_json_file(o.dest / kDoneFile, done);
     return ExportStart::VocabRewritten;
   }
@@ -687,11 +795,19 @@ void finish_export(const ExportOptions& o) {
     }
     rows.commit();
   }
-  const nlohmann::json draft_vocab = export_draft_vocab(o, s);
+  const SourceTally tally = tally_source(o.src, s);
+  const nlohmann::json draft_vocab = export_draft_vocab(o, s, tally);
+  // Last, so that it is seen: a trainer's default length cuts long samples without an error.
+  const LengthReport lengths = length_report(o.format, tally.lengths);
+  if (lengths.longer > 0) spdlog::warn("export: {}", length_message(lengths));
+  else spdlog::info("export: {}", length_message(lengths));
   nlohmann::json done = export_identity(o.format, s.manifests.front(), o.src);
   const FinalNeed need = final_needed(o.format, s.description.final_mode);
   done["samples"] = s.stored.size();
-  done["layer_ids"] = s.description.layer_ids;
+  // The captures in the order the files hold them; SRC's order too where that differs.
+  const std::vector<int32_t> written = exported_layer_ids(o.format, s.description.layer_ids);
+  done["layer_ids"] = written;
+  if (written != s.description.layer_ids) done["source_layer_ids"] = s.description.layer_ids;
   done["final"] = need.norm;
   done["final_dataset"] = need.dataset;
   done["model"] = s.description.model_path;
@@ -701,6 +817,10 @@ void finish_export(const ExportOptions& o) {
   done["source_dtype"] = s.description.dtype;
   done["dtype"] = "bf16";
   done["draft_vocab"] = draft_vocab;
+  done["long_samples"] = {{"trainer_key", lengths.limit.key},
+                          {"trainer_default", lengths.limit.tokens},
+                          {"longer", lengths.longer},
+                          {"longest", lengths.longest}};
   write_json_file(o.dest / kDoneFile, done);
   std::error_code ec;
   fs::remove_all(o.dest / kStateDir, ec);

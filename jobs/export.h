@@ -61,6 +61,29 @@ std::string modelopt_file_stem(int64_t index, const std::string* id);
 std::string speculators_file(int64_t row);
 std::string specforge_file(int64_t index);
 
+// ModelOpt concatenates its aux states in ascending layer order (it sorts its layer ids, and its
+// online training hooks the layers in model order): the position in SRC's `layer_ids` of each
+// capture a format's files hold, in their order. ModelOpt: ascending ids; the others: as stored.
+std::vector<size_t> exported_capture_order(ExportFormat format, const std::vector<int32_t>& layer_ids);
+
+// The longest sample a trainer's default settings train on whole: a longer one is cut to that
+// many tokens (docs/TRAINERS.md, "Long samples").
+struct TrainerSeqLimit {
+  const char* trainer;  // possessive, as messages name it: "SpecForge's"
+  const char* key;      // the flag or config key that raises it
+  const char* assign;   // between the key and a value on the trainer's command line: " " or "="
+  int64_t tokens;
+};
+TrainerSeqLimit trainer_seq_limit(ExportFormat format);
+// How many samples, of their lengths in tokens, the format's trainer would cut by default.
+struct LengthReport {
+  TrainerSeqLimit limit{};
+  int64_t samples = 0, longer = 0, longest = 0;
+};
+LengthReport length_report(ExportFormat format, const std::vector<int64_t>& lengths);
+// The line that says it: how many would be cut and the setting that keeps them whole.
+std::string length_message(const LengthReport& r);
+
 enum class ExportStart {
   Export,          // there are shards to export
   NothingToDo,     // DEST already holds the whole export

@@ -7,7 +7,8 @@
 # the default of the whole 512-token vocabulary), the same bytes from every dtype, rank count and
 # rerun, recounted for a SRC written before token counts, --draft-vocab-size out of bounds
 # refused before anything is written, and a finished DEST asked for another size rewrites only
-# the vocabulary.
+# the vocabulary. ModelOpt gets its aux layers ascending; each trainer's default length is
+# reported against the longest samples.
 source "$(dirname "$0")/lib.sh"
 trainers="$(cd "$(dirname "$0")/../trainers" && pwd)"
 model="$E3_GOLDEN_DIR/tiny_llama_default"
@@ -41,6 +42,11 @@ extract() {  # extract NAME ARGS...
   LOG="$work/$1.log"
   run 1 --model "$model" --data "$work/input.jsonl" --out "$work/$1" --samples-per-shard 3 "${@:2}"
   [ "$RC" -eq 0 ] || { cat "$LOG"; fail "extraction $1 exited $RC"; }
+}
+exported() {  # exported FORMAT SRC DEST: an export that must pass; its output in $LOG, DEST.log
+  LOG="$3.log"
+  run 1 export --format "$1" "$2" "$3"
+  [ "$RC" -eq 0 ] || { cat "$LOG"; fail "export --format $1 $2 $3 exited $RC"; }
 }
 
 for dtype in bf16 fp32 fp8; do
@@ -117,6 +123,61 @@ run 1 export --format modelopt "$work/shifted" "$work/conv4"
 [ "$RC" -eq 0 ] || { cat "$LOG"; fail "export of non-default layers exited $RC"; }
 grep -q "warning: export: .* captured ids \[3, 5, 6\], not the EAGLE-3 default \[2, 4, 5\]" "$LOG" ||
   { cat "$LOG"; fail "no warning for non-default capture ids"; }
+grep -q "tell the trainer these layers: eagle.eagle_architecture_config.eagle_aux_hidden_state_layer_ids=\[2,4,5\]" \
+  "$LOG" || { cat "$LOG"; fail "the warning does not name ModelOpt's option"; }
+
+# ModelOpt concatenates its aux states in ascending layer order (it sorts its layer ids): an
+# unsorted --layers is written in that order, and export.json says so; the other formats keep
+# SRC's order. A layer twice cannot be a ModelOpt layer set: refused.
+extract unsorted --layers 5,2,4 --final both
+exported modelopt "$work/unsorted" "$work/unsorted_mo"
+check modelopt "$work/unsorted" "$work/unsorted_mo"
+grep -q "aux_hidden_states hold capture ids \[2, 4, 5\] in ascending order, as ModelOpt orders its layers" "$LOG" ||
+  { cat "$LOG"; fail "no line for the reordered layers"; }
+! grep -q "not the EAGLE-3 default" "$LOG" || { cat "$LOG"; fail "sorted, these are the default: no warning"; }
+"$PYTHON" - "$work/unsorted_mo/export.json" <<'PY' || fail "export.json of the reordered export"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["layer_ids"] == [2, 4, 5] and d["source_layer_ids"] == [5, 2, 4], d
+PY
+exported specforge "$work/unsorted" "$work/unsorted_sf"
+check specforge "$work/unsorted" "$work/unsorted_sf"
+grep -q "tell the trainer these layers: model.aux_hidden_state_layer_ids: \[4, 1, 3\] in the run config's YAML" "$LOG" ||
+  { cat "$LOG"; fail "the warning does not name SpecForge's key"; }
+extract twice --layers 2,2,5 --final both
+LOG="$work/twice.log"
+run 1 export --format modelopt "$work/twice" "$work/twice_mo"
+expect_failure 2 "captured ids \[2, 2, 5\], a layer twice; ModelOpt takes each layer once" ""
+
+# Each trainer cuts samples longer than its default length without an error: the export's end
+# says how many of them, and the setting that keeps them whole (SpecForge data.max_length and
+# ModelOpt training.training_seq_len 2048, speculators --total-seq-len 8192).
+"$PYTHON" - "$model/input.jsonl" "$work/long.jsonl" <<'PY'
+import json, random, sys
+random.seed(5)
+with open(sys.argv[1]) as src, open(sys.argv[2], "w") as out:
+    out.writelines(src)
+    for n in (2048, 2049, 2300):
+        ids = [random.randrange(3, 512) for _ in range(n)]
+        out.write(json.dumps({"input_ids": ids, "loss_mask": [0] * (n // 2) + [1] * (n - n // 2)}) + "\n")
+PY
+LOG="$work/long_extract.log"
+run 1 --model "$model" --data "$work/long.jsonl" --out "$work/long" --final both
+[ "$RC" -eq 0 ] || { cat "$LOG"; fail "extraction of long samples exited $RC"; }
+for format in specforge modelopt speculators; do exported "$format" "$work/long" "$work/long_$format"; done
+grep -q "warning: export: 2 of 11 samples are longer than SpecForge's default data.max_length = 2048, .*pass \
+data.max_length=2300 (the longest sample)" "$work/long_specforge.log" ||
+  { cat "$work/long_specforge.log"; fail "no report of SpecForge's cut"; }
+grep -q "warning: export: 2 of 11 samples are longer than ModelOpt's default training.training_seq_len = 2048, .*pass \
+training.training_seq_len=2300 (the longest sample)" "$work/long_modelopt.log" ||
+  { cat "$work/long_modelopt.log"; fail "no report of ModelOpt's cut"; }
+grep -q "the longest of the 11 samples has 2300 tokens, within speculators' default --total-seq-len = 8192: none is cut" \
+  "$work/long_speculators.log" || { cat "$work/long_speculators.log"; fail "no length line for speculators"; }
+"$PYTHON" - "$work/long_modelopt/export.json" <<'PY' || fail "export.json does not record the long samples"
+import json, sys
+d = json.load(open(sys.argv[1]))["long_samples"]
+assert d == {"trainer_key": "training.training_seq_len", "trainer_default": 2048, "longer": 2, "longest": 2300}, d
+PY
 
 # An export that stops at a damaged shard resumes once the shard is back: the shards done
 # before are kept (one thread: shards in order, so shards 0 and 1 are done before shard 2).

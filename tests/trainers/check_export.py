@@ -8,7 +8,8 @@ exactly once, read back through the reader written from that trainer's own loadi
 the keys, dtypes and shapes the trainer expects and the states equal to SRC's as bf16 bits:
 bf16 stored bits as they are; fp16, fp32 and fp8 (e4m3fn code * scale in float32) rounded to
 bf16 to nearest, ties to even. speculators takes the pre-norm final state, SpecForge and
-ModelOpt the post-norm one; a SRC without it is refused.
+ModelOpt the post-norm one; a SRC without it is refused. ModelOpt's aux states are in ascending
+layer order (modelopt_order), the others' in SRC's.
 
 With --draft-vocab-size N, DEST must also hold the trainer's draft-vocabulary file(s), loaded
 as the trainer loads them (the readers), equal to what the trainer's own builder makes of
@@ -275,9 +276,17 @@ def plain_name(name):
             and not any(ord(c) < 0x20 or ord(c) == 0x7F for c in name) and len(name.encode()) <= 255)
 
 
+def modelopt_order(layer_ids):
+    """The capture slots in ModelOpt's order of aux states: ascending layer ids. Its dump scripts
+    sort the ids (`resolve_aux_layers`: sorted(set(...))) and its online training hooks the
+    layers in model order (`HFEagleModel.modify`), so aux_hidden_states concatenate them so."""
+    return sorted(range(len(layer_ids)), key=lambda k: layer_ids[k])
+
+
 def check_modelopt(src, dest, problems):
     src.require("post-norm")
     H = src.meta.hidden_size
+    order = modelopt_order(src.meta.layer_ids)
     try:
         reader = read_modelopt.ModelOptReader(dest)
     except read_modelopt.ReaderError as e:
@@ -350,8 +359,8 @@ def check_modelopt(src, dest, problems):
             check_ints(problems, where, "loss_mask", raw["loss_mask"], sample.loss_mask)
         aux = bits(raw["aux_hidden_states"]).reshape(T, 3, H)
         for k in range(3):
-            compare_state(problems, where, f"aux_hidden_states[:, {k}H:{k + 1}H]", aux[:, k], sample.captures[:, k],
-                          sample)
+            compare_state(problems, where, f"aux_hidden_states[:, {k}H:{k + 1}H]", aux[:, k],
+                          sample.captures[:, order[k]], sample)
         compare_state(problems, where, "hidden_states (post-norm final)", bits(raw["hidden_states"]), sample.postnorm,
                       sample)
     for (_, cid), path in sorted(by_cid.items()):

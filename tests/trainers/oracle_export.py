@@ -133,11 +133,12 @@ def modelopt_name(sample):
 
 def export_modelopt(src, args):
     os.makedirs(args.dest)
+    order = sorted(range(len(src.meta.layer_ids)), key=lambda k: src.meta.layer_ids[k])  # ModelOpt sorts its ids
     for s in samples(src, args):
         T = s.tokens
         record = {"input_ids": torch.from_numpy(s.input_ids.copy()),
                   "hidden_states": bf16(final_bits(s, "post", args.broken)),
-                  "aux_hidden_states": bf16(captures(s, args.broken).reshape(T, -1)),
+                  "aux_hidden_states": bf16(captures(s, args.broken)[:, order].reshape(T, -1)),
                   "conversation_id": s.id if s.id is not None else f"{s.index:08d}"}
         if args.broken != "no-loss-mask":
             record["loss_mask"] = torch.from_numpy(s.loss_mask.copy())

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/e4m3.h"
 #include "core/error.h"
 #include "core/storage_codec.h"
 #include "io/file_io.h"
@@ -111,6 +112,47 @@ void ValueStats::add_row(const float* x, size_t n) {
   }
   compensated_add(sum_squares, sum_squares_carry, row_squares(finite.data(), finite.size()));
   abs_max = std::max(abs_max, static_cast<double>(float_of_bits(max_abs_bits(finite.data(), finite.size()))));
+}
+
+void ValueStats::add_e4m3_row(const uint8_t* codes, float scale, size_t n, float* scratch) {
+  // The magnitude of an e4m3fn code orders as its low 7 bits do, and x -> x * scale rounds
+  // monotonically: the largest |value| is that of the largest magnitude code. 0x7f is NaN.
+  uint8_t top[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) {
+      const uint8_t magnitude = codes[i + j] & 0x7f;
+      top[j] = top[j] > magnitude ? top[j] : magnitude;
+    }
+  for (; i < n; ++i) top[0] = std::max<uint8_t>(top[0], codes[i] & 0x7f);
+  const uint8_t largest = *std::max_element(top, top + kLanes);
+  const float largest_value = std::fabs(e4m3fn_to_float(largest) * scale);
+  // A NaN code, a scale that is not finite, or a product too large for a float: the decoded
+  // row holds a NaN or an infinity.
+  if (largest == 0x7f || !std::isfinite(largest_value)) {
+    for (size_t k = 0; k < n; ++k) scratch[k] = e4m3fn_to_float(codes[k]) * scale;
+    add_row(scratch, n);
+    return;
+  }
+  // Every decoded square of the row from a table of the 127 magnitudes, summed in add_row's
+  // lanes and order: the same bits as squaring the decoded floats.
+  static const std::array<float, 128> kMagnitude = [] {
+    std::array<float, 128> m{};
+    for (uint8_t c = 0; c < 0x7f; ++c) m[c] = e4m3fn_to_float(c);
+    return m;
+  }();
+  double square_of[128];
+  for (size_t c = 0; c < 128; ++c) {
+    const double v = kMagnitude[c] * scale;
+    square_of[c] = v * v;
+  }
+  double sq[kLanes] = {};
+  for (i = 0; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) sq[j] += square_of[codes[i + j] & 0x7f];
+  for (; i < n; ++i) sq[0] += square_of[codes[i] & 0x7f];
+  count += n;
+  compensated_add(sum_squares, sum_squares_carry, ((sq[0] + sq[1]) + (sq[2] + sq[3])) + ((sq[4] + sq[5]) + (sq[6] + sq[7])));
+  abs_max = std::max(abs_max, static_cast<double>(largest_value));
 }
 
 void ValueStats::merge(const ValueStats& other) {
@@ -333,6 +375,12 @@ class ShardStatsReader {
         read_region(f, *stored[p], buf.part[p].data(), r0 * per_row, n * per_row, sw);
         pointers[p] = buf.part[p].data();
         bytes += buf.part[p].size();
+      }
+      if (parts.size() == 2 && parts[0].kind == PartKind::E4m3Codes && parts[1].kind == PartKind::RowScale) {
+        for (uint64_t i = 0; i < n; ++i)
+          out.states[first_slot + (r0 + i) % slots].add_e4m3_row(
+              buf.part[0].data() + i * h, load_unaligned<float>(buf.part[1].data(), i), h, buf.decoded.data());
+        continue;
       }
       // Decoded a few rows at a time, into a buffer that stays in the cache.
       for (uint64_t b0 = 0; b0 < n; b0 += block_rows) {

@@ -24,6 +24,9 @@ struct ValueStats {
 
   // One row of n decoded values.
   void add_row(const float* x, size_t n);
+  // One fp8 row: n e4m3fn codes and the row's scale, as the row decoded (code x scale, in
+  // float) would give: the same bits as add_row of the decoded row. `scratch` holds n floats.
+  void add_e4m3_row(const uint8_t* codes, float scale, size_t n, float* scratch);
   void merge(const ValueStats& other);
   uint64_t finite() const { return count - nan - pos_inf - neg_inf; }
   // Over the finite elements; 0 when there are none.

@@ -114,6 +114,32 @@ TEST(ValueStats, MergingPartialsInOneOrderGivesTheSameBitsEveryTime) {
   EXPECT_EQ(a.count, 5u * 64);
 }
 
+TEST(ValueStats, AnFp8RowGivesTheBitsOfItsDecodedRow) {
+  // Every code (NaN codes only in the rows meant to hold them), with scales that are usual,
+  // zero, negative, tiny, and not finite.
+  const e3::StorageCodec& fp8 = e3::storage_codec(e3::DType::F8E4M3);
+  for (const float scale : {0.37f, 1.0f, 0.0f, -2.5f, 1e-30f, 3e37f, kNaN, kInf}) {
+    for (const bool with_nan_code : {false, true}) {
+      std::vector<uint8_t> codes(300);
+      for (size_t i = 0; i < codes.size(); ++i) {
+        codes[i] = static_cast<uint8_t>(i * 29 % 256);
+        if (!with_nan_code && (codes[i] & 0x7f) == 0x7f) codes[i] = 0x7e;
+      }
+      std::vector<float> decoded(codes.size()), scratch(codes.size());
+      const std::vector<const void*> parts{codes.data(), &scale};
+      fp8.decode(fp8.split(parts, 1, static_cast<int64_t>(codes.size())), static_cast<int64_t>(codes.size()),
+                 decoded.data());
+      ValueStats direct, from_codes;
+      direct.add_row(decoded.data(), decoded.size());
+      from_codes.add_e4m3_row(codes.data(), scale, codes.size(), scratch.data());
+      EXPECT_TRUE(same_bits(direct, from_codes)) << "scale " << scale << (with_nan_code ? " with NaN codes" : "");
+      Reference ref;
+      for (float v : decoded) ref.add(v);
+      expect_matches(from_codes, ref, fmt::format("scale {}", scale));
+    }
+  }
+}
+
 TEST(SampleStats, LengthBinsAreThePowersOfTwo) {
   EXPECT_EQ(e3::io::length_bin(1), 0);
   EXPECT_EQ(e3::io::length_bin(2), 1);

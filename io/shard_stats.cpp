@@ -376,6 +376,7 @@ class ShardStatsReader {
         pointers[p] = buf.part[p].data();
         bytes += buf.part[p].size();
       }
+      // fp8: H codes a row and its float32 scale, summed without decoding each value.
       if (parts.size() == 2 && parts[0].kind == PartKind::E4m3Codes && parts[1].kind == PartKind::RowScale) {
         for (uint64_t i = 0; i < n; ++i)
           out.states[first_slot + (r0 + i) % slots].add_e4m3_row(

@@ -213,6 +213,28 @@ Registered add_verify_options(CLI::App& app, Request& req) {
           }};
 }
 
+Registered add_stats_options(CLI::App& app, Request& req) {
+  auto* stats = app.add_subcommand(
+      "stats", "RMS, absolute maximum and NaN/Inf counts of every stored state, sample lengths and the loss mask");
+  auto dir = std::make_shared<std::string>();
+  stats->add_option("DIR", *dir, "output directory (finished, or a partial run: what is there)")->required();
+  auto svg = std::make_shared<std::string>(req.stats.svg.string());
+  stats->add_option("--svg", *svg, "the same figures drawn, an SVG file (not inside DIR)")->capture_default_str();
+  auto json = std::make_shared<std::string>();
+  stats->add_option("--json", *json, "also write the figures as JSON to this file (not inside DIR)");
+  auto* threads =
+      stats->add_option("--threads", req.stats.threads, "shard files read at once; default: the cores of the node");
+  return {stats, [dir, svg, json, threads](Request& req) {
+            req.command = Command::Stats;
+            req.stats.dir = *dir;
+            E3_REQUIRE(!svg->empty(), ErrorKind::Usage, "stats --svg needs a file name");
+            req.stats.svg = *svg;
+            req.stats.json = *json;
+            E3_REQUIRE(threads->count() == 0 || req.stats.threads > 0, ErrorKind::Usage,
+                       "stats --threads must be positive, not {}", req.stats.threads);
+          }};
+}
+
 Registered add_info_options(CLI::App& app, Request& req) {
   auto* info = app.add_subcommand("info", "print the model config, default capture ids and memory per rank");
   auto dir = std::make_shared<std::string>();
@@ -343,7 +365,7 @@ Request parse_command_line(int argc, char** argv) {
   const Registered run = add_run_options(app, req);
   const Registered subcommands[] = {add_verify_options(app, req), add_info_options(app, req),
                                     add_bench_options(app, req), add_export_options(app, req),
-                                    add_tokenize_options(app, req)};
+                                    add_tokenize_options(app, req), add_stats_options(app, req)};
   app.require_subcommand(0, 1);
 
   try {

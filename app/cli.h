@@ -1,4 +1,4 @@
-// The command line (CLI11) -> a validated request: a run, `verify DIR`, `info DIR`, `bench`, or
+// The command line (CLI11) -> a validated request: a run, `verify DIR`, `stats DIR`, `info DIR`, `bench`, or
 // `export SRC DEST`, or `tokenize`.
 #pragma once
 
@@ -8,17 +8,19 @@
 #include "jobs/export.h"
 #include "jobs/info.h"
 #include "jobs/run_config.h"
+#include "jobs/stats_command.h"
 #include "jobs/tokenize_command.h"
 #include "jobs/verify_command.h"
 
 namespace e3::app {
 
-enum class Command { Run, Verify, Info, Bench, Export, Tokenize, Help };
+enum class Command { Run, Verify, Stats, Info, Bench, Export, Tokenize, Help };
 
 struct Request {
   Command command = Command::Run;
   jobs::RunConfig run;
   jobs::VerifyCommandOptions verify;
+  jobs::StatsCommandOptions stats;
   jobs::InfoOptions info;
   jobs::BenchOptions bench;
   jobs::ExportOptions export_options;

@@ -19,6 +19,7 @@
 #include "jobs/info.h"
 #include "jobs/logging.h"
 #include "jobs/signals.h"
+#include "jobs/stats_command.h"
 #include "jobs/tokenize_command.h"
 #include "jobs/verify_command.h"
 #include "parallel/agreement.h"
@@ -41,6 +42,8 @@ int info_command(const Request& req, const MpiEnv& mpi) {
 }
 
 int verify_command(const Request& req, const MpiEnv& mpi) { return jobs::run_verify(req.verify, mpi); }
+
+int stats_command(const Request& req, const MpiEnv& mpi) { return jobs::run_stats(req.stats, mpi); }
 
 int export_command(const Request& req, const MpiEnv& mpi) { return jobs::run_export(req.export_options, mpi); }
 
@@ -101,7 +104,8 @@ struct CommandRow {
   int (*run)(const Request&, const MpiEnv&);
 };
 constexpr CommandRow kCommands[] = {
-    {Command::Run, run_command},     {Command::Verify, verify_command}, {Command::Info, info_command},
+    {Command::Run, run_command},     {Command::Verify, verify_command}, {Command::Stats, stats_command},
+    {Command::Info, info_command},
     {Command::Bench, bench_command}, {Command::Export, export_command}, {Command::Tokenize, tokenize_command},
     {Command::Help, help_command},
 };

@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "core/utf8.h"
+
 namespace e3 {
 
 int exit_code(ErrorKind kind) { return static_cast<int>(kind); }
@@ -32,31 +34,6 @@ std::string Error::describe(bool with_place) const {
   return fmt::format("{}: {}{}", kind_name(kind_), what(), where);
 }
 
-namespace {
-
-// The length of the UTF-8 sequence starting at text[i] and its code point, or 0 when the bytes
-// there are not one (a stray continuation byte, a truncated, overlong or surrogate sequence).
-size_t utf8_sequence(std::string_view text, size_t i, uint32_t& code_point) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char lead = byte(i);
-  size_t n = 0;
-  uint32_t cp = 0, min = 0;
-  if (lead >= 0xC2 && lead <= 0xDF) n = 2, cp = lead & 0x1Fu, min = 0x80;
-  else if (lead >= 0xE0 && lead <= 0xEF) n = 3, cp = lead & 0x0Fu, min = 0x800;
-  else if (lead >= 0xF0 && lead <= 0xF4) n = 4, cp = lead & 0x07u, min = 0x10000;
-  else return 0;
-  if (i + n > text.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (byte(i + k) & 0x3Fu);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  code_point = cp;
-  return n;
-}
-
-}  // namespace
-
 std::string printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());
@@ -77,13 +54,13 @@ std::string printable(std::string_view text) {
       ++i;
       continue;
     }
-    uint32_t cp = 0;
-    const size_t n = utf8_sequence(text, i, cp);
+    char32_t cp = 0;
+    const size_t n = decode_utf8_sequence(text, i, cp);
     if (n == 0) {
       out += fmt::format("\\x{:02x}", c);
       ++i;
     } else if (cp <= 0x9F) {
-      out += fmt::format("\\u{:04x}", cp);  // C1: U+009B alone is a CSI to some terminals
+      out += fmt::format("\\u{:04x}", static_cast<uint32_t>(cp));  // C1: U+009B alone is a CSI to some terminals
       i += n;
     } else {
       out.append(text.substr(i, n));

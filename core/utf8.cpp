@@ -25,27 +25,36 @@ bool valid_utf8(std::string_view s, size_t* bad_offset) {
       ++i;
       continue;
     }
-    size_t len;
-    char32_t min;
     char32_t c;
-    if ((b & 0xE0) == 0xC0) {
-      len = 2, min = 0x80, c = b & 0x1F;
-    } else if ((b & 0xF0) == 0xE0) {
-      len = 3, min = 0x800, c = b & 0x0F;
-    } else if ((b & 0xF8) == 0xF0) {
-      len = 4, min = 0x10000, c = b & 0x07;
-    } else {
-      return fail(i);
-    }
-    if (i + len > n) return fail(i);
-    for (size_t k = 1; k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) return fail(i);
-      c = (c << 6) | (p[i + k] & 0x3F);
-    }
-    if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return fail(i);
+    const size_t len = decode_utf8_sequence(s, i, c);
+    if (len == 0) return fail(i);
     i += len;
   }
   return true;
+}
+
+size_t decode_utf8_sequence(std::string_view text, size_t i, char32_t& c) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char lead = byte(i);
+  size_t len;
+  char32_t min, cp;
+  if ((lead & 0xE0) == 0xC0) {
+    len = 2, min = 0x80, cp = lead & 0x1F;
+  } else if ((lead & 0xF0) == 0xE0) {
+    len = 3, min = 0x800, cp = lead & 0x0F;
+  } else if ((lead & 0xF8) == 0xF0) {
+    len = 4, min = 0x10000, cp = lead & 0x07;
+  } else {
+    return 0;
+  }
+  if (i + len > text.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (byte(i + k) & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  c = cp;
+  return len;
 }
 
 void append_utf8(std::string& out, char32_t c) {

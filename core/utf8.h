@@ -13,6 +13,11 @@ namespace e3 {
 // first byte of the first bad sequence.
 bool valid_utf8(std::string_view text, size_t* bad_offset = nullptr);
 
+// The length (2 to 4) of the well-formed multi-byte sequence starting at text[i], with its code
+// point in `c`; 0 when the bytes there are not one (an ASCII byte, a stray continuation byte, a
+// truncated, overlong or surrogate sequence, or one past U+10FFFF).
+size_t decode_utf8_sequence(std::string_view text, size_t i, char32_t& c);
+
 // Appends the UTF-8 bytes of code point `c` (a scalar value: the caller's to check).
 void append_utf8(std::string& out, char32_t c);
 

@@ -96,11 +96,13 @@ std::string file_checksum(const std::filesystem::path& path) {
   return hash.hex();
 }
 
-ShardWriter::ShardWriter(const std::filesystem::path& out_dir, int64_t shard_index, const ShardAttributes& attrs)
+ShardWriter::ShardWriter(const std::filesystem::path& out_dir, int64_t shard_index, const ShardAttributes& attrs,
+                         WriteAccount* account)
     : out_dir_(out_dir),
       shard_index_(shard_index),
       attrs_(attrs),
       codec_(storage_codec(attrs.dtype)),
+      account_(account),
       finals_(final_datasets(attrs.final_mode)) {
   final_path_ = out_dir / shard_file_name(shard_index);
   // The temporary name does not end in .h5, so globs for shards never see a partial one.
@@ -133,14 +135,14 @@ ShardWriter::ShardWriter(const std::filesystem::path& out_dir, int64_t shard_ind
   samples_group_ = H5Id(E3_H5(H5Gcreate2(f, "samples", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "creating /samples"),
                         H5Gclose);
   for (const StoredPart& part : codec_.parts()) part_types_.push_back(file_type_for(part.element));
-  reserve_fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CLOEXEC);
-  E3_REQUIRE(reserve_fd_ >= 0, ErrorKind::Output, "cannot open {}: {}", temp_path_.string(), std::strerror(errno));
+  data_fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CLOEXEC);
+  E3_REQUIRE(data_fd_ >= 0, ErrorKind::Output, "cannot open {}: {}", temp_path_.string(), std::strerror(errno));
   record_.file = final_path_.filename().string();
   record_.shard_index = shard_index_;
 }
 
 ShardWriter::~ShardWriter() {
-  if (reserve_fd_ >= 0) ::close(reserve_fd_);
+  if (data_fd_ >= 0) ::close(data_fd_);
   if (committed_) return;
   skipped_group_ = H5Id();
   samples_group_ = H5Id();
@@ -181,7 +183,7 @@ void ShardWriter::reserve(uint64_t bytes) {
   // ahead of every sample.
   if (!reserving_) {
     struct statvfs st {};
-    if (::fstatvfs(reserve_fd_, &st) == 0 &&
+    if (::fstatvfs(data_fd_, &st) == 0 &&
         static_cast<uint64_t>(st.f_bavail) * st.f_frsize >= kReserveBelowBytes + 16 * bytes)
       return;
     reserving_ = true;
@@ -192,7 +194,7 @@ void ShardWriter::reserve(uint64_t bytes) {
   if (need_end <= reserved_end_) return;
   const uint64_t end = need_end + bytes;  // a step ahead, so most samples need no call
   if (can_reserve_) {
-    const int rc = ::fallocate(reserve_fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(reserved_end_),
+    const int rc = ::fallocate(data_fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(reserved_end_),
                                static_cast<off_t>(end - reserved_end_));
     if (rc == 0) {
       reserved_end_ = end;
@@ -207,7 +209,7 @@ void ShardWriter::reserve(uint64_t bytes) {
   }
   // No fallocate here: check the free space instead (racy against other writers, but close).
   struct statvfs st {};
-  if (::fstatvfs(reserve_fd_, &st) == 0) {
+  if (::fstatvfs(data_fd_, &st) == 0) {
     const uint64_t free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
     E3_REQUIRE(free_bytes >= bytes + kCloseSlackBytes, ErrorKind::Output,
                "{}: {:.1f} MiB free, the next sample needs {:.1f} MiB {}", temp_path_.string(), free_bytes / 1048576.0,
@@ -216,13 +218,13 @@ void ShardWriter::reserve(uint64_t bytes) {
 }
 
 void ShardWriter::release_reservation() {
-  if (reserve_fd_ < 0) return;
+  if (data_fd_ < 0) return;
   struct stat st {};
-  if (reserved_end_ > 0 && ::fstat(reserve_fd_, &st) == 0 && reserved_end_ > static_cast<uint64_t>(st.st_size))
-    ::fallocate(reserve_fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, st.st_size,
+  if (reserved_end_ > 0 && ::fstat(data_fd_, &st) == 0 && reserved_end_ > static_cast<uint64_t>(st.st_size))
+    ::fallocate(data_fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, st.st_size,
                 static_cast<off_t>(reserved_end_ - static_cast<uint64_t>(st.st_size)));  // best effort
-  ::close(reserve_fd_);
-  reserve_fd_ = -1;
+  ::close(data_fd_);
+  data_fd_ = -1;
 }
 
 void ShardWriter::write_sample(int64_t index, const std::string* id, const std::vector<int32_t>& input_ids,
@@ -234,6 +236,7 @@ void ShardWriter::write_sample(int64_t index, const std::string* id, const std::
              ErrorKind::Internal, "sample {}: {} ids, {} mask, {} layers, {} final states (expected {})", index,
              input_ids.size(), loss_mask.size(), K, finals.size(), finals_.size());
   const size_t row = codec_.row_bytes(attrs_.hidden_size);
+  StageTimer metadata(account_, WriteStage::Metadata);
   reserve(T * (K + finals.size()) * row + T * 5 + kSampleMetadataBytes);
   H5Id group(E3_H5(H5Gcreate2(file_.get(), sample_group_name(index).c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                    "creating group {} in {}", sample_group_name(index), temp_path_.string()),
@@ -242,6 +245,7 @@ void ShardWriter::write_sample(int64_t index, const std::string* id, const std::
   write_attr(group.get(), "num_tokens", static_cast<int64_t>(T));
   write_dataset(group.get(), "input_ids", H5T_STD_I32LE, H5T_NATIVE_INT32, {T}, input_ids.data());
   write_dataset(group.get(), "loss_mask", H5T_STD_U8LE, H5T_NATIVE_UINT8, {T}, loss_mask.data());
+  metadata.stop();
 
   write_state(group.get(), "hidden_states", {T, K}, layers);
   for (size_t j = 0; j < finals.size(); ++j) write_state(group.get(), finals_[j].name, {T}, {finals[j]});
@@ -262,6 +266,7 @@ void ShardWriter::write_state(hid_t group, const std::string& name, const std::v
     const size_t bytes = part.row_bytes(H);
     const void* data = blocks.front();  // one block of whole rows is stored as delivered
     if (K != 1 || bytes != row) {
+      const StageTimer timer(account_, WriteStage::Gather);
       // Gather this part of every row, token-major: the K captures of a token side by side.
       convert_buf_.resize(T * K * bytes);
       // One core copies a few GB/s: spread the interleave over the writer's cores.
@@ -272,9 +277,24 @@ void ShardWriter::write_state(hid_t group, const std::string& name, const std::v
                       bytes);
       data = convert_buf_.data();
     }
-    const std::vector<uint64_t> dims = part.dims(rows, H);
+    const std::vector<uint64_t> part_dims = part.dims(rows, H);
+    const std::vector<hsize_t> dims(part_dims.begin(), part_dims.end());
     const hid_t type = part_types_[p].get();
-    const H5Id ds = write_dataset(group, (name + part.suffix).c_str(), type, type, {dims.begin(), dims.end()}, data);
+    const std::string dataset_name = name + part.suffix;
+    StageTimer metadata(account_, WriteStage::Metadata);
+    const H5Id space(E3_H5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), "H5Screate_simple"),
+                     H5Sclose);
+    const H5Id ds(E3_H5(H5Dcreate2(group, dataset_name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT,
+                                   H5P_DEFAULT),
+                        "creating dataset {}", dataset_name),
+                  H5Dclose);
+    metadata.stop();
+    {
+      const StageTimer timer(account_, WriteStage::DataWrite);
+      E3_H5(H5Dwrite(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "writing dataset {}", dataset_name);
+    }
+    if (account_) account_->add_bytes(T * K * bytes);
+    const StageTimer attribute(account_, WriteStage::Metadata);
     if (part.encoding) write_attr(ds.get(), "encoding", std::string(part.encoding));
     offset += bytes;
   }
@@ -301,6 +321,7 @@ CommittedShard ShardWriter::commit() {
 }
 
 void ShardWriter::close() {
+  const StageTimer timer(account_, WriteStage::Close);
   const std::vector<TokenCount> counts = token_counts_.counts();
   reserve(counts.size() * sizeof(TokenCount) + kSampleMetadataBytes);
   write_token_counts(file_.get(), counts, attrs_.vocab_size, temp_path_.string());
@@ -322,7 +343,11 @@ CommittedShard ShardWriter::publish() {
       ::close(fd);
     }
   }
-  record_.checksum = file_checksum(temp_path_);
+  {
+    const StageTimer timer(account_, WriteStage::Checksum);
+    record_.checksum = file_checksum(temp_path_);
+  }
+  const StageTimer timer(account_, WriteStage::Sync);
   fsync_path(temp_path_, false);
   std::error_code ec;
   std::filesystem::rename(temp_path_, final_path_, ec);

@@ -10,6 +10,7 @@
 
 #include "io/hdf5.h"
 #include "io/token_counts.h"
+#include "io/write_account.h"
 #include "core/dtype.h"
 #include "core/storage_codec.h"
 
@@ -84,7 +85,9 @@ struct CommittedShard {
 
 class ShardWriter {
  public:
-  ShardWriter(const std::filesystem::path& out_dir, int64_t shard_index, const ShardAttributes& attrs);
+  // `account` (optional) is told where the writing time goes.
+  ShardWriter(const std::filesystem::path& out_dir, int64_t shard_index, const ShardAttributes& attrs,
+              WriteAccount* account = nullptr);
   ~ShardWriter();  // removes the temporary file unless committed
   ShardWriter(const ShardWriter&) = delete;
   ShardWriter& operator=(const ShardWriter&) = delete;
@@ -131,6 +134,7 @@ class ShardWriter {
   int64_t shard_index_;
   ShardAttributes attrs_;
   const StorageCodec& codec_;  // of attrs_.dtype
+  WriteAccount* account_;      // or none
   std::vector<FinalDataset> finals_;
   H5Id file_;
   H5Id samples_group_;
@@ -140,7 +144,7 @@ class ShardWriter {
   TokenCounter token_counts_;         // of the samples written (not of skipped ones)
   CommittedShard record_;
   bool committed_ = false;
-  int reserve_fd_ = -1;        // the temporary file, for fallocate
+  int data_fd_ = -1;        // the temporary file, for fallocate
   uint64_t reserved_end_ = 0;  // blocks allocated up to here (beyond the file's size)
   bool can_reserve_ = true;    // false where the file system has no fallocate
   bool reserving_ = false;     // the file system was found nearly full: reserve ahead

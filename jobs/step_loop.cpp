@@ -183,6 +183,9 @@ StepOutcome StepLoop::run() {
   agree(pending);
   watchdog_.step_end();
   progress_->finish(outcome.stopped_by != 0);
+  // Which stage of the path to the files held the run back, if any (issue 21).
+  if (committer_ && committer_->account().bytes() > 0)
+    spdlog::info("writer path: {}", committer_->account().summary());
   outcome.samples_computed = progress_->samples();
   if (committer_) outcome.committed = committer_->committed();
   return outcome;

@@ -73,7 +73,7 @@ void ShardCommitter::commit_through(size_t upto) {
   for (; next_to_close_ < upto; ++next_to_close_) {
     const ShardPlan* s = todo_[next_to_close_];
     if (!writer_ || writer_->shard_index() != s->index)
-      writer_ = std::make_unique<io::ShardWriter>(out_dir_, s->index, attrs_);
+      writer_ = std::make_unique<io::ShardWriter>(out_dir_, s->index, attrs_, &account_);
     writer_->close();
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -94,13 +94,18 @@ void ShardCommitter::write(const std::vector<StepSample>& samples, const model::
     size_t pos = next_to_close_;
     while (todo_[pos] != ss.shard) ++pos;
     commit_through(pos);
-    if (!writer_) writer_ = std::make_unique<io::ShardWriter>(out_dir_, ss.shard->index, attrs_);
+    if (!writer_) writer_ = std::make_unique<io::ShardWriter>(out_dir_, ss.shard->index, attrs_, &account_);
     for (size_t k = 0; k < rows.size(); ++k)
       rows[k] = static_cast<const char*>(capture.layer(slot, k)) + static_cast<size_t>(ss.offset) * row;
     for (size_t j = 0; j < finals.size(); ++j)
       final_rows[j] = static_cast<const char*>(finals[j]) + static_cast<size_t>(ss.offset) * row;
     const io::SampleRecord& r = *ss.record;
-    if (const auto reason = nonfinite_reason(rows, final_rows, static_cast<int64_t>(ss.ids.size()))) {
+    std::optional<std::string> reason;
+    {
+      const io::StageTimer timer(&account_, io::WriteStage::Scan);
+      reason = nonfinite_reason(rows, final_rows, static_cast<int64_t>(ss.ids.size()));
+    }
+    if (reason) {
       const std::string what = fmt::format("sample {} ({}:{}{}): {}", r.index, check_.data_path, r.line,
                                            r.has_id ? fmt::format(", id \"{}\"", printable(r.id)) : "", *reason);
       E3_REQUIRE(check_.mode == OnNonfinite::Skip, ErrorKind::NonFinite,
@@ -191,6 +196,7 @@ void AsyncStepWriter::rethrow_locked() {
 }
 
 void AsyncStepWriter::acquire(int slot) {
+  const io::StageTimer timer(&committer_.account(), io::WriteStage::SlotWait);
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [&] { return !busy_[static_cast<size_t>(slot)] || error_; });
 }
@@ -233,7 +239,10 @@ void AsyncStepWriter::run() {
     // After a failure the steps still queued are dropped unwritten: the first error is the
     // root cause the job reports, and shards must not move on past it.
     if (!failed) try {
-      backend_.wait_ticket(job.ticket);
+      {
+        const io::StageTimer timer(&committer_.account(), io::WriteStage::DeviceWait);
+        backend_.wait_ticket(job.ticket);
+      }
       if (spdlog::should_log(spdlog::level::debug) && !job.samples.empty()) {
         const StepSample& last = job.samples.back();
         spdlog::debug("step {} capture stats: {}", job.step,

@@ -48,6 +48,8 @@ class ShardCommitter {
   using BeforePublish = std::function<void(int64_t shard_index)>;
   ShardCommitter(std::filesystem::path out_dir, io::ShardAttributes attrs, std::vector<const ShardPlan*> todo,
                  NonfiniteCheck check, OnCommit on_commit, BeforePublish before_publish = {});
+  // Where the writing time went, for the end-of-run account.
+  io::WriteAccount& account() { return account_; }
   ~ShardCommitter();
   void write(const std::vector<StepSample>& samples, const model::StagedCapture& capture, int slot);
   // Waits for the commits under way. With `all_written` (the plan ran to its end) the
@@ -70,6 +72,7 @@ class ShardCommitter {
   NonfiniteCheck check_;
   OnCommit on_commit_;
   BeforePublish before_publish_;
+  io::WriteAccount account_;
   std::unique_ptr<io::ShardWriter> writer_;
   size_t next_to_close_ = 0;
   std::vector<int64_t> written_;  // per todo entry

@@ -1,0 +1,65 @@
+// Where the time of the path from the device to the shard files goes, stage by stage, so that a
+// run that is slower than its compute says why (issue 21). Stages are timed on whichever thread
+// runs them (writer, publisher, step loop) and summed; the report is one log line per writer.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace e3::io {
+
+enum class WriteStage {
+  DeviceWait,  // the writer waiting for a step's copy from the device (it is ahead)
+  Scan,        // the NaN/Inf check of the stored rows
+  Gather,      // interleaving the captures of a token (hidden_states is [T, K, H])
+  DataWrite,   // the sample's rows into the file
+  Metadata,    // HDF5 groups, dataset headers and attributes of a sample
+  Close,       // the token counts, HDF5 flush and close of a shard
+  Checksum,    // reading a closed shard back for its manifest checksum
+  Sync,        // fsync of the shard and the directory, and the rename
+  SlotWait,    // the step loop waiting for the writer to free a slot (the device idles)
+};
+inline constexpr size_t kWriteStages = 9;
+
+class WriteAccount {
+ public:
+  void add(WriteStage s, std::chrono::steady_clock::duration d) {
+    ns_[static_cast<size_t>(s)].fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()),
+                                          std::memory_order_relaxed);
+  }
+  void add_bytes(uint64_t n) { bytes_.fetch_add(n, std::memory_order_relaxed); }
+  double seconds(WriteStage s) const { return static_cast<double>(ns_[static_cast<size_t>(s)].load()) * 1e-9; }
+  uint64_t bytes() const { return bytes_.load(); }
+  // "3.10 GB of rows; writer thread: device wait 1.2 s, NaN/Inf scan 0.4 s, ...; publisher: ...;
+  // the device waited 0.0 s for the writer"
+  std::string summary() const;
+
+ private:
+  std::array<std::atomic<uint64_t>, kWriteStages> ns_{};
+  std::atomic<uint64_t> bytes_{0};
+};
+
+// Times a scope into an account (none: not timed).
+class StageTimer {
+ public:
+  StageTimer(WriteAccount* account, WriteStage stage)
+      : account_(account), stage_(stage), start_(account ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{}) {}
+  ~StageTimer() { stop(); }
+  // Ends the timed part before the scope does.
+  void stop() {
+    if (account_) account_->add(stage_, std::chrono::steady_clock::now() - start_);
+    account_ = nullptr;
+  }
+  StageTimer(const StageTimer&) = delete;
+  StageTimer& operator=(const StageTimer&) = delete;
+
+ private:
+  WriteAccount* account_;
+  WriteStage stage_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace e3::io

@@ -87,7 +87,7 @@ Registered add_run_options(CLI::App& app, Request& req) {
     std::string model, data, out = "eagle3_out", shard_size = "4G", part;
     std::vector<std::string> layers;  // one item per value given; each a comma-separated list
     bool no_space_check = false;
-    CLI::Option *layers_opt = nullptr, *tp_opt = nullptr, *threads_opt = nullptr;
+    CLI::Option *layers_opt = nullptr, *tp_opt = nullptr, *threads_opt = nullptr, *writer_threads_opt = nullptr;
   };
   auto g = std::make_shared<Given>();
   app.add_option("--model", g->model, "HuggingFace checkpoint directory (config.json + *.safetensors)");
@@ -141,6 +141,10 @@ Registered add_run_options(CLI::App& app, Request& req) {
                  "part-IIII-of-PPPP.rank-NNNNN.log with --part)");
   g->threads_opt =
       app.add_option("--threads", rc.threads, "CPU backend threads per rank; default: cores on the node / ranks on it");
+  g->writer_threads_opt = app.add_option(
+      "--writer-threads", rc.writer_threads,
+      "threads of each writing rank that check the states for NaN/Inf and write them; default: cores on the node / "
+      "writing ranks on it, at most 8");
   app.add_option("--progress-interval", rc.progress_interval_s, "seconds between progress lines")->capture_default_str();
   add_named_option(&app, "--expert-dequant", rc.expert_dequant,
                    "quantized MoE experts on the GPU: scratch (dequantize a layer's experts into a bf16 buffer, "
@@ -181,6 +185,8 @@ Registered add_run_options(CLI::App& app, Request& req) {
             E3_REQUIRE(g->tp_opt->count() == 0 || rc.tp > 0, ErrorKind::Usage, "--tp must be positive, not {}", rc.tp);
             E3_REQUIRE(g->threads_opt->count() == 0 || rc.threads > 0, ErrorKind::Usage,
                        "--threads must be positive, not {}", rc.threads);
+            E3_REQUIRE(g->writer_threads_opt->count() == 0 || rc.writer_threads > 0, ErrorKind::Usage,
+                       "--writer-threads must be positive, not {}", rc.writer_threads);
             E3_REQUIRE(rc.max_seq_len > 0, ErrorKind::Usage, "--max-seq-len must be positive");
             E3_REQUIRE(rc.max_tokens_per_step > 0, ErrorKind::Usage, "--max-tokens-per-step must be positive");
             E3_REQUIRE(rc.samples_per_shard > 0, ErrorKind::Usage, "--samples-per-shard must be positive");

@@ -97,12 +97,13 @@ std::string file_checksum(const std::filesystem::path& path) {
 }
 
 ShardWriter::ShardWriter(const std::filesystem::path& out_dir, int64_t shard_index, const ShardAttributes& attrs,
-                         WriteAccount* account)
+                         WriteAccount* account, int threads)
     : out_dir_(out_dir),
       shard_index_(shard_index),
       attrs_(attrs),
       codec_(storage_codec(attrs.dtype)),
       account_(account),
+      rows_(threads),
       finals_(final_datasets(attrs.final_mode)) {
   final_path_ = out_dir / shard_file_name(shard_index);
   // The temporary name does not end in .h5, so globs for shards never see a partial one.
@@ -135,6 +136,10 @@ ShardWriter::ShardWriter(const std::filesystem::path& out_dir, int64_t shard_ind
   samples_group_ = H5Id(E3_H5(H5Gcreate2(f, "samples", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "creating /samples"),
                         H5Gclose);
   for (const StoredPart& part : codec_.parts()) part_types_.push_back(file_type_for(part.element));
+  // The states' datasets: contiguous, allocated at creation and never filled (every byte is written).
+  state_dcpl_ = H5Id(E3_H5(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate"), H5Pclose);
+  E3_H5(H5Pset_alloc_time(state_dcpl_.get(), H5D_ALLOC_TIME_EARLY), "H5Pset_alloc_time");
+  E3_H5(H5Pset_fill_time(state_dcpl_.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time");
   data_fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CLOEXEC);
   E3_REQUIRE(data_fd_ >= 0, ErrorKind::Output, "cannot open {}: {}", temp_path_.string(), std::strerror(errno));
   record_.file = final_path_.filename().string();
@@ -257,26 +262,14 @@ void ShardWriter::write_sample(int64_t index, const std::string* id, const std::
 void ShardWriter::write_state(hid_t group, const std::string& name, const std::vector<uint64_t>& rows,
                               const std::vector<const void*>& blocks) {
   const hsize_t T = rows.front();
-  const size_t K = blocks.size();
   const int64_t H = attrs_.hidden_size;
-  const size_t row = codec_.row_bytes(H);
-  size_t offset = 0;  // of the part within a row
+  RowSource src;
+  src.blocks = blocks;
+  src.row_stride = codec_.row_bytes(H);
+  src.tokens = T;
   for (size_t p = 0; p < codec_.parts().size(); ++p) {
     const StoredPart& part = codec_.parts()[p];
-    const size_t bytes = part.row_bytes(H);
-    const void* data = blocks.front();  // one block of whole rows is stored as delivered
-    if (K != 1 || bytes != row) {
-      const StageTimer timer(account_, WriteStage::Gather);
-      // Gather this part of every row, token-major: the K captures of a token side by side.
-      convert_buf_.resize(T * K * bytes);
-      // One core copies a few GB/s: spread the interleave over the writer's cores.
-#pragma omp parallel for schedule(static)
-      for (hsize_t t = 0; t < T; ++t)
-        for (size_t k = 0; k < K; ++k)
-          std::memcpy(convert_buf_.data() + (t * K + k) * bytes, static_cast<const uint8_t*>(blocks[k]) + t * row + offset,
-                      bytes);
-      data = convert_buf_.data();
-    }
+    src.part_bytes = part.row_bytes(H);
     const std::vector<uint64_t> part_dims = part.dims(rows, H);
     const std::vector<hsize_t> dims(part_dims.begin(), part_dims.end());
     const hid_t type = part_types_[p].get();
@@ -284,19 +277,23 @@ void ShardWriter::write_state(hid_t group, const std::string& name, const std::v
     StageTimer metadata(account_, WriteStage::Metadata);
     const H5Id space(E3_H5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), "H5Screate_simple"),
                      H5Sclose);
-    const H5Id ds(E3_H5(H5Dcreate2(group, dataset_name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT,
+    // Its storage is allocated now, so that the rows can go to its offset from the writer's threads.
+    const H5Id ds(E3_H5(H5Dcreate2(group, dataset_name.c_str(), type, space.get(), H5P_DEFAULT, state_dcpl_.get(),
                                    H5P_DEFAULT),
                         "creating dataset {}", dataset_name),
                   H5Dclose);
     metadata.stop();
-    {
+    if (src.bytes() > 0) {
+      const haddr_t at = H5Dget_offset(ds.get());
+      E3_REQUIRE(at != HADDR_UNDEF, ErrorKind::Internal, "{}: dataset {} has no storage after its creation",
+                 temp_path_.string(), dataset_name);
       const StageTimer timer(account_, WriteStage::DataWrite);
-      E3_H5(H5Dwrite(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "writing dataset {}", dataset_name);
+      rows_.write(data_fd_, static_cast<uint64_t>(at), src, fmt::format("{} of {}", dataset_name, temp_path_.string()));
+      if (account_) account_->add_bytes(src.bytes());
     }
-    if (account_) account_->add_bytes(T * K * bytes);
     const StageTimer attribute(account_, WriteStage::Metadata);
     if (part.encoding) write_attr(ds.get(), "encoding", std::string(part.encoding));
-    offset += bytes;
+    src.part_offset += src.part_bytes;
   }
 }
 
@@ -327,6 +324,7 @@ void ShardWriter::close() {
   write_token_counts(file_.get(), counts, attrs_.vocab_size, temp_path_.string());
   E3_H5(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL), "flushing {}", temp_path_.string());
   for (H5Id& type : part_types_) type.close();
+  state_dcpl_.close();
   skipped_group_.close();
   samples_group_.close();
   file_.close();

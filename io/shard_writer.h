@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "io/hdf5.h"
+#include "io/row_writer.h"
 #include "io/token_counts.h"
 #include "io/write_account.h"
 #include "core/dtype.h"
@@ -85,9 +86,9 @@ struct CommittedShard {
 
 class ShardWriter {
  public:
-  // `account` (optional) is told where the writing time goes.
+  // `account` (optional) is told where the writing time goes; `threads` write a sample's states.
   ShardWriter(const std::filesystem::path& out_dir, int64_t shard_index, const ShardAttributes& attrs,
-              WriteAccount* account = nullptr);
+              WriteAccount* account = nullptr, int threads = 1);
   ~ShardWriter();  // removes the temporary file unless committed
   ShardWriter(const ShardWriter&) = delete;
   ShardWriter& operator=(const ShardWriter&) = delete;
@@ -135,16 +136,17 @@ class ShardWriter {
   ShardAttributes attrs_;
   const StorageCodec& codec_;  // of attrs_.dtype
   WriteAccount* account_;      // or none
+  ParallelRowWriter rows_;     // the states' rows, into data_fd_
   std::vector<FinalDataset> finals_;
   H5Id file_;
   H5Id samples_group_;
   H5Id skipped_group_;  // created on the first skip_sample
-  std::vector<H5Id> part_types_;     // the file type of each of the codec's parts
-  std::vector<uint8_t> convert_buf_;  // one part of one state, token-major
+  std::vector<H5Id> part_types_;  // the file type of each of the codec's parts
+  H5Id state_dcpl_;               // creation properties of the states' datasets
   TokenCounter token_counts_;         // of the samples written (not of skipped ones)
   CommittedShard record_;
   bool committed_ = false;
-  int data_fd_ = -1;        // the temporary file, for fallocate
+  int data_fd_ = -1;        // the temporary file: fallocate, and the states' rows
   uint64_t reserved_end_ = 0;  // blocks allocated up to here (beyond the file's size)
   bool can_reserve_ = true;    // false where the file system has no fallocate
   bool reserving_ = false;     // the file system was found nearly full: reserve ahead

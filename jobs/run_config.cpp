@@ -80,6 +80,12 @@ FaultInjection fault_injection_from(const Environment& env) {
   return f;
 }
 
+int writer_thread_count(int requested, int cores, int ranks_on_node, int tp) {
+  if (requested > 0) return requested;
+  const int writers = std::max(1, ranks_on_node / std::max(1, tp));
+  return std::clamp(cores / writers, 1, 8);
+}
+
 std::optional<std::string> threads_warning(int threads, int ranks_on_node, int cores) {
   const int64_t wanted = static_cast<int64_t>(threads) * ranks_on_node;
   if (wanted <= cores) return std::nullopt;

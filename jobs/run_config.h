@@ -35,6 +35,10 @@ uint64_t parse_byte_size(const std::string& text, const char* option);
 // The warning for `threads` CPU-backend threads on each of `ranks_on_node` ranks sharing
 // `cores` cores, or nothing when they fit.
 std::optional<std::string> threads_warning(int threads, int ranks_on_node, int cores);
+// Threads for each writer rank's NaN/Inf scan and writes: `requested`, or else the node's cores
+// shared among the ranks on it that write (TP rank 0 of each group), at most 8 (the page cache
+// takes no more from one process).
+int writer_thread_count(int requested, int cores, int ranks_on_node, int tp);
 
 // Failures on purpose, for the tests that prove a failure ends the job cleanly. Read once,
 // where the run config is built, from E3_FAIL_AT_SAMPLE=k [E3_FAIL_ON_RANK=r],
@@ -76,6 +80,7 @@ struct RunConfig {
   LogLevel log_level = LogLevel::Info;
   std::filesystem::path log_dir;           // also write each rank's lines to a file here
   int threads = 0;                         // CPU backend threads per rank; 0: cores / ranks on the node
+  int writer_threads = 0;                  // threads of each writer rank's scan and writes; 0: see writer_thread_count
   double progress_interval_s = 10.0;
   io::Part part;                           // --part I/P: this job's slice of the shards
   bool part_given = false;

@@ -82,7 +82,10 @@ StepLoop::StepLoop(const RunConfig& rc, const parallel::Grid& grid, const io::Da
   if (grid.is_writer()) {
     committer_ = std::make_unique<ShardCommitter>(rc.out_dir, attrs, out.plan.pending_for(grid.dp_rank()),
                                                   NonfiniteCheck{rc.on_nonfinite, rc.data_path.string()},
-                                                  std::move(on_commit), injected_publish_failure(rc));
+                                                  std::move(on_commit), injected_publish_failure(rc),
+                                                  writer_thread_count(rc.writer_threads,
+                                                                      static_cast<int>(std::thread::hardware_concurrency()),
+                                                                      grid.local_size(), grid.tp_size()));
     writer_ = std::make_unique<AsyncStepWriter>(*committer_, *capture_, *loaded.backend);
   }
   std::vector<int64_t> group_tokens(static_cast<size_t>(grid.dp_size()), 0);

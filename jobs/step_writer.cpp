@@ -14,12 +14,13 @@ namespace e3::jobs {
 
 ShardCommitter::ShardCommitter(std::filesystem::path out_dir, io::ShardAttributes attrs,
                                std::vector<const ShardPlan*> todo, NonfiniteCheck check, OnCommit on_commit,
-                               BeforePublish before_publish)
+                               BeforePublish before_publish, int threads)
     : out_dir_(std::move(out_dir)),
       attrs_(std::move(attrs)),
       finals_(io::final_datasets(attrs_.final_mode)),
       todo_(std::move(todo)),
       check_(std::move(check)),
+      threads_(std::max(1, threads)),
       on_commit_(std::move(on_commit)),
       before_publish_(std::move(before_publish)),
       written_(todo_.size(), 0),
@@ -73,7 +74,7 @@ void ShardCommitter::commit_through(size_t upto) {
   for (; next_to_close_ < upto; ++next_to_close_) {
     const ShardPlan* s = todo_[next_to_close_];
     if (!writer_ || writer_->shard_index() != s->index)
-      writer_ = std::make_unique<io::ShardWriter>(out_dir_, s->index, attrs_, &account_);
+      writer_ = std::make_unique<io::ShardWriter>(out_dir_, s->index, attrs_, &account_, threads_);
     writer_->close();
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -89,22 +90,28 @@ void ShardCommitter::write(const std::vector<StepSample>& samples, const model::
   std::vector<const void*> rows(capture.num_ids());
   const std::vector<const void*> finals = capture.final_states(slot);  // the step's blocks
   std::vector<const void*> final_rows(finals.size());                   // this sample's rows in them
+  std::vector<uint8_t> flagged;
+  if (!samples.empty()) {
+    const io::StageTimer timer(&account_, io::WriteStage::Scan);
+    flagged = nonfinite_tokens(capture, slot, samples.back().offset + static_cast<int64_t>(samples.back().ids.size()));
+  }
   for (const StepSample& ss : samples) {
     // Shards before this sample's are complete: every sample of theirs came earlier.
     size_t pos = next_to_close_;
     while (todo_[pos] != ss.shard) ++pos;
     commit_through(pos);
-    if (!writer_) writer_ = std::make_unique<io::ShardWriter>(out_dir_, ss.shard->index, attrs_, &account_);
+    if (!writer_) writer_ = std::make_unique<io::ShardWriter>(out_dir_, ss.shard->index, attrs_, &account_, threads_);
     for (size_t k = 0; k < rows.size(); ++k)
       rows[k] = static_cast<const char*>(capture.layer(slot, k)) + static_cast<size_t>(ss.offset) * row;
     for (size_t j = 0; j < finals.size(); ++j)
       final_rows[j] = static_cast<const char*>(finals[j]) + static_cast<size_t>(ss.offset) * row;
     const io::SampleRecord& r = *ss.record;
+    // A sample with a flagged token is scanned again, alone, for where the first bad value is.
     std::optional<std::string> reason;
-    {
-      const io::StageTimer timer(&account_, io::WriteStage::Scan);
+    if (!flagged.empty() && std::any_of(flagged.begin() + ss.offset,
+                                        flagged.begin() + ss.offset + static_cast<int64_t>(ss.ids.size()),
+                                        [](uint8_t f) { return f != 0; }))
       reason = nonfinite_reason(rows, final_rows, static_cast<int64_t>(ss.ids.size()));
-    }
     if (reason) {
       const std::string what = fmt::format("sample {} ({}:{}{}): {}", r.index, check_.data_path, r.line,
                                            r.has_id ? fmt::format(", id \"{}\"", printable(r.id)) : "", *reason);
@@ -117,6 +124,41 @@ void ShardCommitter::write(const std::vector<StepSample>& samples, const model::
     }
     if (++written_[pos] == ss.shard->samples_to_write) commit_through(pos + 1);
   }
+}
+
+std::vector<uint8_t> ShardCommitter::nonfinite_tokens(const model::StagedCapture& capture, int slot,
+                                                     int64_t tokens) const {
+  const StorageCodec& codec = capture.codec();
+  const int64_t H = attrs_.hidden_size;
+  const size_t row = codec.row_bytes(H);
+  std::vector<const void*> blocks;
+  for (size_t k = 0; k < capture.num_ids(); ++k) {
+    const void* b = capture.layer(slot, k);
+    if (std::find(blocks.begin(), blocks.end(), b) == blocks.end()) blocks.push_back(b);  // a repeated id once
+  }
+  for (const void* b : capture.final_states(slot)) blocks.push_back(b);
+  // Chunks of tokens, each owned by one thread: a token's flag is written by one thread only.
+  constexpr int64_t kChunk = 256;
+  const int64_t chunks = (tokens + kChunk - 1) / kChunk;
+  std::vector<uint8_t> flags(static_cast<size_t>(tokens), 0);
+  int any = 0;
+#pragma omp parallel for num_threads(threads_) schedule(dynamic, 4) reduction(| : any)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t t0 = c * kChunk, t1 = std::min(tokens, t0 + kChunk);
+    for (const void* b : blocks) {
+      for (int64_t t = t0; t < t1;) {
+        const auto bad = codec.first_nonfinite(
+            codec.staged(static_cast<const char*>(b) + static_cast<size_t>(t) * row, static_cast<size_t>(t1 - t), H), H);
+        if (!bad) break;
+        t += static_cast<int64_t>(bad->row);
+        flags[static_cast<size_t>(t)] = 1;
+        any = 1;
+        ++t;
+      }
+    }
+  }
+  if (!any) flags.clear();
+  return flags;
 }
 
 std::optional<std::string> ShardCommitter::nonfinite_reason(const std::vector<const void*>& rows,
@@ -196,7 +238,6 @@ void AsyncStepWriter::rethrow_locked() {
 }
 
 void AsyncStepWriter::acquire(int slot) {
-  const io::StageTimer timer(&committer_.account(), io::WriteStage::SlotWait);
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [&] { return !busy_[static_cast<size_t>(slot)] || error_; });
 }

@@ -47,7 +47,7 @@ class ShardCommitter {
   // the writer as a failed rename would (fault injection).
   using BeforePublish = std::function<void(int64_t shard_index)>;
   ShardCommitter(std::filesystem::path out_dir, io::ShardAttributes attrs, std::vector<const ShardPlan*> todo,
-                 NonfiniteCheck check, OnCommit on_commit, BeforePublish before_publish = {});
+                 NonfiniteCheck check, OnCommit on_commit, BeforePublish before_publish = {}, int threads = 1);
   // Where the writing time went, for the end-of-run account.
   io::WriteAccount& account() { return account_; }
   ~ShardCommitter();
@@ -60,6 +60,9 @@ class ShardCommitter {
 
  private:
   void commit_through(size_t upto);
+  // One pass over a whole step's stored rows on the writer's threads: per token, whether any of its
+  // states holds NaN or infinity; empty when none does (the common case).
+  std::vector<uint8_t> nonfinite_tokens(const model::StagedCapture& capture, int slot, int64_t tokens) const;
   // Why the sample's rows cannot be stored ("NaN in capture id 4 at token 17 of 52"), if so.
   std::optional<std::string> nonfinite_reason(const std::vector<const void*>& rows,
                                               const std::vector<const void*>& final_rows, int64_t tokens) const;
@@ -70,6 +73,7 @@ class ShardCommitter {
   std::vector<io::FinalDataset> finals_;  // of attrs_.final_mode
   std::vector<const ShardPlan*> todo_;
   NonfiniteCheck check_;
+  int threads_;  // for the scan and each shard's writes
   OnCommit on_commit_;
   BeforePublish before_publish_;
   io::WriteAccount account_;

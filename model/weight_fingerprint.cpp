@@ -58,26 +58,28 @@ uint64_t WeightFingerprint::positional_sum(size_t t, uint64_t begin, const void*
     n -= len;
   }
   // The whole words w_0 .. w_{m-1} from word j0 on: r^j0 * sum of w_i r^i, by Horner's rule in
-  // four lanes (words i = 4q + k), so that the multiplications do not wait on each other.
-  const size_t m = n / 8, groups = m / 4;
+  // eight lanes (words i = 8q + k), so that the multiplications do not wait on each other (the
+  // lane count changes the order of the sums, not their value).
+  constexpr size_t kLanes = 8;
+  const size_t m = n / 8, groups = m / kLanes;
   if (m > 0) {
-    const uint64_t r4 = pow_mod(r, 4);
-    uint64_t lane[4] = {0, 0, 0, 0};
+    const uint64_t r_lanes = pow_mod(r, kLanes);
+    uint64_t lane[kLanes] = {};
     // The lanes stay below 2^62 + 16 without a compare: two folds of 2^64 = 8 (mod P).
     const auto fold = [](uint64_t x) { return (x & kP) + (x >> 61); };
     for (size_t q = groups; q-- > 0;) {
-      uint64_t w[4];
-      std::memcpy(w, p + 32 * q, 32);
-      for (int k = 0; k < 4; ++k) {
-        const unsigned __int128 prod = static_cast<unsigned __int128>(lane[k]) * r4;
+      uint64_t w[kLanes];
+      std::memcpy(w, p + 8 * kLanes * q, 8 * kLanes);
+      for (size_t k = 0; k < kLanes; ++k) {
+        const unsigned __int128 prod = static_cast<unsigned __int128>(lane[k]) * r_lanes;
         lane[k] = fold(static_cast<uint64_t>(prod & kP) + static_cast<uint64_t>(prod >> 61)) + fold(w[k]);
       }
     }
     for (uint64_t& l : lane) l = reduce(reduce(l));
     uint64_t inner = 0, rk = 1;
-    for (int k = 0; k < 4; ++k, rk = mul_mod(rk, r)) inner = add_mod(inner, mul_mod(rk, lane[k]));
-    uint64_t ri = pow_mod(r, 4 * groups);
-    for (size_t i = 4 * groups; i < m; ++i, ri = mul_mod(ri, r)) {
+    for (size_t k = 0; k < kLanes; ++k, rk = mul_mod(rk, r)) inner = add_mod(inner, mul_mod(rk, lane[k]));
+    uint64_t ri = pow_mod(r, kLanes * groups);
+    for (size_t i = kLanes * groups; i < m; ++i, ri = mul_mod(ri, r)) {
       uint64_t w;
       std::memcpy(&w, p + 8 * i, 8);
       inner = add_mod(inner, mul_mod(ri, w));

@@ -47,6 +47,17 @@ TEST(WeightFingerprint, SumDoesNotDependOnHowTheBytesAreCut) {
   }
 }
 
+// The values the first implementation (four Horner lanes, 2026-12-02) gave: manifests written
+// since hold fingerprints made of them, so any faster evaluation must give exactly these.
+TEST(WeightFingerprint, SumsAreThoseOfTheManifestsWrittenBefore) {
+  std::vector<unsigned char> b(1 << 20);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<unsigned char>((i * 2654435761u) >> 13);
+  EXPECT_EQ(WeightFingerprint::positional_sum(3, 0, b.data(), 1000003), 0x138bf169447aeff3ull);
+  EXPECT_EQ(WeightFingerprint::positional_sum(7, 5, b.data() + 5, 777777), 0x0fa5dcdf46596c87ull);
+  EXPECT_EQ(WeightFingerprint::positional_sum(0, 64, b.data(), 31), 0x18ec712787e4d9d5ull);
+  EXPECT_EQ(WeightFingerprint::positional_sum(12345, 3, b.data(), 200), 0x0b385dc0c6550245ull);
+}
+
 TEST(WeightFingerprint, SameWeightsSameDigestWhateverTheLayout) {
   const std::vector<std::vector<uint8_t>> w{bytes_of(4096, 1), bytes_of(250, 2), bytes_of(1026, 3)};
   // One rank reads everything in one piece each.

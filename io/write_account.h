@@ -13,14 +13,15 @@ namespace e3::io {
 
 enum class WriteStage {
   DeviceWait,  // the writer waiting for a step's copy from the device (it is ahead)
+  DeviceCopy,  // the step's device-to-host copies themselves (on a copy stream, beside the compute)
   Scan,        // the NaN/Inf check of the stored rows
   DataWrite,   // the sample's rows into the file (interleaved: hidden_states is [T, K, H])
   Metadata,    // HDF5 groups, dataset headers and attributes of a sample
   Close,       // the token counts, HDF5 flush and close of a shard
   Checksum,    // reading a closed shard back for its manifest checksum
-  Sync,        // fsync of the shard and the directory, and the rename
+  Sync,        // the shard's writeback to the disk, its fsync and the directory's, and the rename
 };
-inline constexpr size_t kWriteStages = 7;
+inline constexpr size_t kWriteStages = 8;
 
 class WriteAccount {
  public:

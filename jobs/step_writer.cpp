@@ -1,6 +1,7 @@
 #include "jobs/step_writer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -284,6 +285,10 @@ void AsyncStepWriter::run() {
         const io::StageTimer timer(&committer_.account(), io::WriteStage::DeviceWait);
         backend_.wait_ticket(job.ticket);
       }
+      const uint64_t first = job.ticket - static_cast<uint64_t>(capture_.copies_per_step() - 1);
+      committer_.account().add(io::WriteStage::DeviceCopy,
+                               std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                   std::chrono::duration<double>(backend_.copy_seconds(first, job.ticket))));
       if (spdlog::should_log(spdlog::level::debug) && !job.samples.empty()) {
         const StepSample& last = job.samples.back();
         spdlog::debug("step {} capture stats: {}", job.step,

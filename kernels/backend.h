@@ -129,6 +129,9 @@ class Backend {
   virtual uint64_t copy_to_host_async(const void* device_src, void* host_dst, size_t bytes) = 0;
   // Blocks the calling host thread until the ticket's copy is done.
   virtual void wait_ticket(uint64_t ticket) = 0;
+  // Seconds from the start of ticket `first`'s copy to the end of ticket `last`'s (both waited
+  // for), for the writer path's account; 0 where copies are not timed (the CPU copies at once).
+  virtual double copy_seconds(uint64_t first, uint64_t last) { return 0; }
   // t = N(0, 1) * scale from a counter-based generator seeded by `seed` (benchmark weights).
   virtual void fill_random(Tensor t, uint64_t seed, float scale) = 0;
   // Random quantized values (never an FP8 NaN) and scales of about 1 / (8 sqrt(cols)), so

@@ -161,7 +161,9 @@ class CudaBackend final : public Backend {
     E3_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     for (Ticket& t : tickets_) {
       E3_CUDA_CHECK(cudaEventCreateWithFlags(&t.ready, cudaEventDisableTiming));
-      E3_CUDA_CHECK(cudaEventCreateWithFlags(&t.done, cudaEventDisableTiming));
+      // start and done time the copy itself (the writer path's account).
+      E3_CUDA_CHECK(cudaEventCreate(&t.start));
+      E3_CUDA_CHECK(cudaEventCreate(&t.done));
     }
     if (options.profile) profiler_ = std::make_unique<OpProfiler>(stream_);
   }
@@ -170,6 +172,7 @@ class CudaBackend final : public Backend {
     cudaStreamSynchronize(copy_stream_);
     for (Ticket& t : tickets_) {
       cudaEventDestroy(t.ready);
+      cudaEventDestroy(t.start);
       cudaEventDestroy(t.done);
     }
     cudaStreamDestroy(copy_stream_);
@@ -260,6 +263,18 @@ class CudaBackend final : public Backend {
   void wait_ticket(uint64_t ticket) override {
     Ticket& tk = tickets_[ticket % tickets_.size()];
     if (tk.used && tk.ticket == ticket) E3_CUDA_CHECK(cudaEventSynchronize(tk.done));
+  }
+
+  double copy_seconds(uint64_t first, uint64_t last) override {
+    const Ticket& a = tickets_[first % tickets_.size()];
+    const Ticket& b = tickets_[last % tickets_.size()];
+    if (!a.used || a.ticket != first || !b.used || b.ticket != last) return 0;  // reused since
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, a.start, b.done) != cudaSuccess) {
+      (void)cudaGetLastError();  // not complete yet, or not timed: not worth failing a run over
+      return 0;
+    }
+    return ms * 1e-3;
   }
 
   void fill_random(Tensor t, uint64_t seed, float scale) override {
@@ -359,6 +374,7 @@ class CudaBackend final : public Backend {
     if (tk.used) E3_CUDA_CHECK(cudaEventSynchronize(tk.done));
     E3_CUDA_CHECK(cudaEventRecord(tk.ready, stream_));
     E3_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, tk.ready, 0));
+    E3_CUDA_CHECK(cudaEventRecord(tk.start, copy_stream_));
     E3_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, copy_stream_));
     E3_CUDA_CHECK(cudaEventRecord(tk.done, copy_stream_));
     tk.used = true;
@@ -391,7 +407,7 @@ class CudaBackend final : public Backend {
   // stream's work that produced them, so that they overlap the next step.
   cudaStream_t copy_stream_ = nullptr;
   struct Ticket {
-    cudaEvent_t ready = nullptr, done = nullptr;
+    cudaEvent_t ready = nullptr, start = nullptr, done = nullptr;
     uint64_t ticket = 0;
     bool used = false;
   };

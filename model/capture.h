@@ -88,6 +88,8 @@ class StagedCapture final : public CaptureSink {
   void audit(int rank) const { audit_.check(rank); }
   // Enqueues the copies out of this step; wait on the ticket before reading its rows.
   uint64_t finish_step();
+  // The copies of a step are this many consecutive tickets, the one finish_step returns last.
+  int copies_per_step() const { return regions_; }
 
   // Host rows of the k-th requested id in `slot`: [tokens, H] in the storage dtype, each row
   // codec().row_bytes(H) long (fp8: codes then scale, core/e4m3.h).

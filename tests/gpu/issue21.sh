@@ -84,6 +84,14 @@ if [[ " $STAGES " == *" cold "* ]]; then
   fi
   rm -rf $C
 fi
+if [[ " $STAGES " == *" hf "* ]]; then
+  rm -rf $DISK/hf; t=$(date +%s.%N)
+  python3 $BENCH/hf_extract.py $CK/ckpt $CK/data.jsonl $DISK/hf 2>&1 | tail -1 | tee -a "$LOG"
+  say "HF hf_extract.py to $DISK, whole run: $(secs $t) s wall; output $(du -sh $DISK/hf | cut -f1)"
+  rm -rf $DISK/hf
+  build-gpu/new/eagle3_extract bench --config $BENCH/configs/llama3_8b.json --batch 8 --seq 2048 --iters 10 --warmup 2 2>&1 \
+    | grep '^{' | tail -1 | sed 's/^/bench llama3_8b: /' | tee -a "$LOG"
+fi
 if [[ " $STAGES " == *" kimi "* ]]; then
   K=/dev/shm/k2
   [ "${KEEP_LLAMA:-0}" = 1 ] || rm -rf $CK  # /dev/shm holds half the memory: the 40 GB checkpoint needs the room
@@ -98,13 +106,5 @@ if [[ " $STAGES " == *" kimi "* ]]; then
     for b in ${KBINS:-new}; do run build-gpu/$b/eagle3_extract $DISK $dtype --layers 0,1,1; done
   done
   CK=/dev/shm/l3
-fi
-if [[ " $STAGES " == *" hf "* ]]; then
-  rm -rf $DISK/hf; t=$(date +%s.%N)
-  python3 $BENCH/hf_extract.py $CK/ckpt $CK/data.jsonl $DISK/hf 2>&1 | tail -1 | tee -a "$LOG"
-  say "HF hf_extract.py to $DISK, whole run: $(secs $t) s wall; output $(du -sh $DISK/hf | cut -f1)"
-  rm -rf $DISK/hf
-  build-gpu/new/eagle3_extract bench --config $BENCH/configs/llama3_8b.json --batch 8 --seq 2048 --iters 10 --warmup 2 2>&1 \
-    | grep -iE "tok/s|tokens/s" | head -3 | sed 's/^/bench llama3_8b: /' | tee -a "$LOG"
 fi
 say "== $(date -u) end"

@@ -29,6 +29,6 @@ for c in $CONFIGS; do
   # Sample length at a budget of 16384 tokens a step (the run's default --max-tokens-per-step).
   for seq in 128 512 2048 8192; do point length $c $seq $((16384 / seq)); done
   # Step budget at 512-token samples.
-  for batch in 4 16 64; do point budget $c 512 $batch; done
+  for batch in ${BUDGET_BATCHES:-4 16 64}; do point budget $c 512 $batch; done
 done
 echo "== $(date -u) end" >> $OUT/scaling.err

@@ -43,6 +43,7 @@ fi
 if [[ " $STAGES " == *" load "* ]]; then
   t=$(date +%s.%N); cat $CK/ckpt/*.safetensors > /dev/null; say "cat of the shards (page cache): $(secs $t) s"
   build-gpu/load_bench $CK/ckpt --backend cuda --repeat 3 2>&1 | tail -3 | tee -a "$LOG"
+  build-gpu/load_bench $CK/ckpt --backend cuda --repeat 2 --load-threads 16 2>&1 | tail -2 | sed 's/^/16 threads: /' | tee -a "$LOG"
 fi
 # run BIN DEST DTYPE [extra args]: one whole run; its ready, progress, done and writer lines.
 run() {

@@ -28,6 +28,7 @@
 #include "io/shard_writer.h"
 #include "io/token_counts.h"
 #include "core/hash.h"
+#include "core/stage_timer.h"
 
 namespace e3::io {
 namespace {
@@ -97,8 +98,9 @@ constexpr size_t kReadChunk = 8 << 20;
 // the work, reading the bytes, hashing them and checking the values, runs in parallel.
 class ShardChecker {
  public:
-  ShardChecker(const RunFingerprint& fp, const StorageCodec& codec, std::mutex& hdf5)
-      : fp_(fp), codec_(codec), finals_(final_datasets(fp.final_mode)), K_(fp.layer_ids.size()), hdf5_(hdf5) {}
+  ShardChecker(const RunFingerprint& fp, const StorageCodec& codec, std::mutex& hdf5, ShardReadStages* stages)
+      : fp_(fp), codec_(codec), finals_(final_datasets(fp.final_mode)), K_(fp.layer_ids.size()), hdf5_(hdf5),
+        stages_(stages) {}
 
   void check(const ShardJob& job, ReadBuffers& buf, std::atomic<uint64_t>& bytes_done) {
     const std::string where = job.path.string();
@@ -123,7 +125,11 @@ class ShardChecker {
       ContentHash hash;
       for (uint64_t at = 0; at < size;) {
         const size_t n = static_cast<size_t>(std::min<uint64_t>(kReadChunk, size - at));
-        pread_exact(fd.get(), buf.io.data(), n, at, ErrorKind::Verify, where);
+        {
+          ScopeTimer t(stage(&ShardReadStages::read));
+          pread_exact(fd.get(), buf.io.data(), n, at, ErrorKind::Verify, where);
+        }
+        ScopeTimer t(stage(&ShardReadStages::checksum));
         hash.update(buf.io.data(), n);
         at += n;
         bytes_done += n;
@@ -134,6 +140,7 @@ class ShardChecker {
     }
     std::vector<ValueRegion> regions;
     {
+      ScopeTimer t(stage(&ShardReadStages::metadata));
       std::lock_guard<std::mutex> lock(hdf5_);
       try {
         metadata(job, regions, buf);
@@ -149,7 +156,11 @@ class ShardChecker {
       E3_VERIFY(r.offset + r.count * esize <= size, "{}: {} lies past the end of the file", r.where, r.name);
       for (uint64_t i = 0; i < r.count;) {
         const size_t n = static_cast<size_t>(std::min<uint64_t>(kReadChunk / esize, r.count - i));
-        pread_exact(fd.get(), buf.io.data(), n * esize, r.offset + i * esize, ErrorKind::Verify, where);
+        {
+          ScopeTimer t(stage(&ShardReadStages::read));
+          pread_exact(fd.get(), buf.io.data(), n * esize, r.offset + i * esize, ErrorKind::Verify, where);
+        }
+        ScopeTimer t(stage(&ShardReadStages::values));
         check_values(buf.io.data(), n, i, r);
         if (s.checksum.empty()) bytes_done += n * esize;
         i += n;
@@ -336,6 +347,11 @@ class ShardChecker {
   const std::vector<FinalDataset> finals_;
   const hsize_t K_;
   std::mutex& hdf5_;
+  ShardReadStages* stages_;  // may be null
+
+  std::atomic<uint64_t>* stage(std::atomic<uint64_t> ShardReadStages::*which) const {
+    return stages_ ? &(stages_->*which) : nullptr;
+  }
 };
 
 // The checks of one directory from its manifests, remembering where each sample was seen;
@@ -450,7 +466,7 @@ class Verifier {
     const size_t threads =
         std::max<size_t>(1, std::min(options_.threads > 0 ? static_cast<size_t>(options_.threads) : cores, jobs_.size()));
     std::mutex own_hdf5_lock;
-    ShardChecker checker(fp_, *codec_, options_.hdf5_lock ? *options_.hdf5_lock : own_hdf5_lock);
+    ShardChecker checker(fp_, *codec_, options_.hdf5_lock ? *options_.hdf5_lock : own_hdf5_lock, options_.stages);
     std::vector<std::optional<Error>> problems(jobs_.size());
     std::atomic<size_t> next{0};
     std::atomic<int64_t> done{0};
@@ -693,7 +709,7 @@ void check_shard(const std::filesystem::path& path, const CommittedShard& record
   const StorageCodec* codec = storage_codec_named(fp.dtype);
   E3_VERIFY(codec != nullptr, "{}: unknown dtype '{}'", path.string(), fp.dtype);
   std::mutex hdf5;
-  ShardChecker checker(fp, *codec, hdf5);
+  ShardChecker checker(fp, *codec, hdf5, nullptr);
   ReadBuffers buf;
   std::atomic<uint64_t> bytes_done{0};
   checker.check({path, record}, buf, bytes_done);

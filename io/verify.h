@@ -1,6 +1,7 @@
 // `eagle3_extract verify DIR`: checks an output directory against its manifest.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -44,6 +45,15 @@ struct VerifyProgress {
   bool finished = false;  // the last call, once every shard of the share is read
 };
 
+// Where the time of reading shard files goes, in nanoseconds summed over the threads that read
+// them (core/stage_timer.h).
+struct ShardReadStages {
+  std::atomic<uint64_t> read{0};      // the shard files' bytes, by pread
+  std::atomic<uint64_t> checksum{0};  // hashing them
+  std::atomic<uint64_t> metadata{0};  // HDF5's calls (attributes, shapes, layout), waiting for its lock included
+  std::atomic<uint64_t> values{0};    // the NaN/Inf and scale checks of the stored bits
+};
+
 struct VerifyOptions {
   int threads = 0;  // shards read at once; 0: the cores of this machine
   // Under MPI each process reads the shards whose index % ranks == rank; the manifests are
@@ -60,6 +70,7 @@ struct VerifyOptions {
   // verify's own (HDF5 is built without thread safety).
   std::function<void(const CommittedShard&, const std::filesystem::path&)> on_shard_checked;
   std::mutex* hdf5_lock = nullptr;
+  ShardReadStages* stages = nullptr;  // where the pool's time goes, when set
 };
 
 // Checks every shard and sample: presence exactly once, shapes, dtypes, attributes, sizes,

@@ -30,6 +30,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/json_read.h"
+#include "core/stage_timer.h"
 #include "core/storage_codec.h"
 #include "io/token_counts.h"
 #include "jobs/draft_vocab.h"
@@ -322,12 +323,20 @@ fs::path rows_fragment(const fs::path& dest, int64_t shard_index) {
 
 // ---- one sample
 
+// ExportStages as the threads add to it, in nanoseconds.
+struct StageCounters {
+  io::ShardReadStages src;  // reading SRC and verify's checks
+  std::atomic<uint64_t> convert{0}, write{0}, sync{0};
+};
+
 // Reads one sample's datasets and lays out what the format writes. Its buffers grow to the
 // largest sample seen and are reused: memory is bounded by one sample per thread.
 class SampleExporter {
  public:
-  SampleExporter(const ExportOptions& o, const io::ShardDescription& d, const std::vector<int64_t>& stored)
-      : o_(o),
+  SampleExporter(const ExportOptions& o, const io::ShardDescription& d, const std::vector<int64_t>& stored,
+                 StageCounters& stages)
+      : stages_(stages),
+        o_(o),
         d_(d),
         stored_(stored),
         final_(final_needed(o.format, d.final_mode).dataset),
@@ -347,6 +356,7 @@ class SampleExporter {
     to_bf16(fd, s, hs, states_.data(), sw);
     to_bf16(fd, s, fin, final_rows_.data(), sw);
     bytes_read_ += hs.bytes + fin.bytes + static_cast<uint64_t>(T) * 5;
+    ScopeTimer convert_timer(&stages_.convert);
 
     using io::TensorElement;
     const io::TensorRef input_ids{"input_ids", TensorElement::I64, {T}, ids_.data()};
@@ -364,6 +374,8 @@ class SampleExporter {
         }
         const auto row = static_cast<int64_t>(std::lower_bound(stored_.begin(), stored_.end(), s.index) - stored_.begin());
         path = o_.dest / speculators_file(row);
+        convert_timer.stop();
+        ScopeTimer t(&stages_.write);
         // The widest element first, so that both tensors start 8-byte aligned.
         io::write_safetensors(path,
                               {{"token_ids", TensorElement::I64, {T}, ids_.data()},
@@ -374,6 +386,8 @@ class SampleExporter {
       }
       case ExportFormat::SpecForge: {
         path = o_.dest / specforge_file(s.index);
+        convert_timer.stop();
+        ScopeTimer t(&stages_.write);
         fs::create_directories(path.parent_path());
         io::write_torch_dict(path, {{"input_ids", input_ids},
                                     {"loss_mask", loss_mask},
@@ -394,6 +408,8 @@ class SampleExporter {
         }
         const std::string stem = modelopt_file_stem(s.index, s.id ? &*s.id : nullptr);
         path = o_.dest / (stem + ".pt");
+        convert_timer.stop();
+        ScopeTimer t(&stages_.write);
         io::write_torch_dict(path, {{"input_ids", input_ids},
                                     {"hidden_states", io::TensorRef{"", TensorElement::BF16, {T, H}, final_rows_.data()}},
                                     {"aux_hidden_states", io::TensorRef{"", TensorElement::BF16, {T, K * H}, aux}},
@@ -421,7 +437,11 @@ class SampleExporter {
 
   void read_ints(int fd, const io::StoredDataset& d, std::vector<int64_t>& out, const std::string& sw) {
     raw_.resize(d.bytes);
-    io::read_stored_bytes(fd, d, raw_.data(), sw);
+    {
+      ScopeTimer t(&stages_.src.read);
+      io::read_stored_bytes(fd, d, raw_.data(), sw);
+    }
+    ScopeTimer t(&stages_.convert);
     out.resize(d.dims[0]);
     if (d.element == DType::I32) {
       for (size_t i = 0; i < out.size(); ++i) {
@@ -447,6 +467,7 @@ class SampleExporter {
     size_t count = 1;
     for (uint64_t r : rows) count *= r;
     if (parts.size() == 1 && parts.front().element == DType::BF16) {
+      ScopeTimer t(&stages_.src.read);
       io::read_stored_bytes(fd, d, dst, sw);  // the stored bits are the answer: straight into place
       return;
     }
@@ -456,9 +477,11 @@ class SampleExporter {
       const io::StoredDataset& part = p == 0 ? d : need(s, d.name + parts[p].suffix, parts[p].dims(rows, H), sw);
       E3_REQUIRE(part.element == parts[p].element, ErrorKind::Verify, "{}: {} is not stored as states", sw, part.name);
       part_bufs_[p].resize(part.bytes);
+      ScopeTimer t(&stages_.src.read);
       io::read_stored_bytes(fd, part, part_bufs_[p].data(), sw);
       part_data.push_back(part_bufs_[p].data());
     }
+    ScopeTimer t(&stages_.convert);
     codec->decode_bf16(codec->split(part_data, count, H), H, dst);
   }
 
@@ -470,6 +493,7 @@ class SampleExporter {
     fmt::format_to(std::back_inserter(out), "],\"seq_len\":{}}}\n", T);
   }
 
+  StageCounters& stages_;
   const ExportOptions& o_;
   const io::ShardDescription& d_;
   const std::vector<int64_t>& stored_;
@@ -677,7 +701,11 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
     if (fs::exists(done_marker(o.dest, c.shard_index))) ++report.shards_resumed;
     else todo.push_back(&c);
   }
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const size_t pool_threads =
+      std::max<size_t>(1, std::min(o.threads > 0 ? static_cast<size_t>(o.threads) : cores, todo.size()));
   std::mutex hdf5;  // HDF5 is built without thread safety
+  StageCounters stages;
   std::atomic<int64_t> shards_done{0}, samples{0};
   std::atomic<uint64_t> written{0}, read{0};
   // One shard: its layout under the HDF5 lock, then its samples one at a time by pread.
@@ -686,6 +714,7 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
     const fs::path path = o.src / c.file;
     io::ShardLayout layout;
     {
+      ScopeTimer t(&stages.src.metadata);
       std::lock_guard<std::mutex> lock(hdf5);
       layout = io::read_shard_layout(path);
     }
@@ -693,7 +722,7 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
                "{}: from another run than the first shard", path.string());
     io::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     E3_REQUIRE(fd.get() >= 0, ErrorKind::Verify, "{}: {}", path.string(), std::strerror(errno));
-    SampleExporter exporter(o, s.description, s.stored);
+    SampleExporter exporter(o, s.description, s.stored, stages);
     std::string rows;
     for (const io::StoredSample& sample : layout.samples) {
       written += exporter.write(fd.get(), sample, path.string(), &rows);
@@ -701,10 +730,12 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
     }
     read += exporter.bytes_read();
     if (o.format == ExportFormat::Speculators) {
+      ScopeTimer t(&stages.write);
       io::TempFile fragment(rows_fragment(o.dest, c.shard_index));
       fragment.write(rows.data(), rows.size());
       fragment.commit();
     }
+    ScopeTimer t(&stages.sync);
     sync_file_system(o.dest);
     io::TempFile(done_marker(o.dest, c.shard_index)).commit();
     ++shards_done;
@@ -738,14 +769,13 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
       v.rank = o.rank;
       v.ranks = o.ranks;
       v.hdf5_lock = &hdf5;
+      v.stages = &stages.src;
       v.on_shard_checked = [&](const io::CommittedShard& c, const fs::path&) { export_shard(c); };
       const io::VerifyReport r = io::verify_output(o.src, v);
       io::require_complete(r, o.src);
       report.bytes_read += r.bytes_read;
     } else {
-      const size_t cores = std::max(1u, std::thread::hardware_concurrency());
-      const size_t threads =
-          std::max<size_t>(1, std::min(o.threads > 0 ? static_cast<size_t>(o.threads) : cores, todo.size()));
+      const size_t threads = pool_threads;
       std::atomic<size_t> next{0};
       std::atomic<bool> failed{false};
       std::vector<std::exception_ptr> errors(threads);
@@ -773,7 +803,19 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
   report.bytes_written = written;
   report.bytes_read += read;
   report.seconds = elapsed();
+  report.threads = static_cast<int>(pool_threads);
+  report.stages = {stage_seconds(stages.src.read),     stage_seconds(stages.src.checksum),
+                   stage_seconds(stages.src.metadata), stage_seconds(stages.src.values),
+                   stage_seconds(stages.convert),      stage_seconds(stages.write),
+                   stage_seconds(stages.sync)};
   return report;
+}
+
+std::string stages_text(const ExportStages& s, int threads) {
+  return fmt::format("read {:.1f} s, checksum {:.1f} s, metadata {:.1f} s, values {:.1f} s, convert {:.1f} s, write "
+                     "{:.1f} s, sync {:.1f} s (summed over {} thread{})",
+                     s.read, s.checksum, s.metadata, s.values, s.convert, s.write, s.sync, threads,
+                     threads == 1 ? "" : "s");
 }
 
 void finish_export(const ExportOptions& o) {

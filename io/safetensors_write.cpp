@@ -44,7 +44,7 @@ std::string header_text(const std::filesystem::path& path, const std::vector<Ten
 }  // namespace
 
 void write_safetensors(const std::filesystem::path& path, const std::vector<TensorRef>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+                       const std::map<std::string, std::string>& metadata, DirectBuffer* direct) {
   std::vector<uint64_t> sizes;
   sizes.reserve(tensors.size());
   std::set<std::string> names;
@@ -57,7 +57,7 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
   }
   const std::string header = header_text(path, tensors, sizes, metadata);
 
-  TempFile file(path);
+  TempFile file(path, direct);
   unsigned char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(static_cast<uint64_t>(header.size()) >> (8 * i));
   file.write(length, sizeof length);

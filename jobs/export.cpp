@@ -380,7 +380,7 @@ class SampleExporter {
         io::write_safetensors(path,
                               {{"token_ids", TensorElement::I64, {T}, ids_.data()},
                                {"hidden_states", TensorElement::BF16, {T, K + 1, H}, spec_.data()}},
-                              {{"format", "pt"}});
+                              {{"format", "pt"}}, &direct_);
         append_row(*rows_jsonl, T);
         break;
       }
@@ -392,7 +392,8 @@ class SampleExporter {
         io::write_torch_dict(path, {{"input_ids", input_ids},
                                     {"loss_mask", loss_mask},
                                     {"aux_hidden_state", io::TensorRef{"", TensorElement::BF16, {1, T, K * H}, states_.data()}},
-                                    {"hidden_state", io::TensorRef{"", TensorElement::BF16, {1, T, H}, final_rows_.data()}}});
+                                    {"hidden_state", io::TensorRef{"", TensorElement::BF16, {1, T, H}, final_rows_.data()}}},
+                            &direct_);
         break;
       }
       case ExportFormat::ModelOpt: {
@@ -414,7 +415,8 @@ class SampleExporter {
                                     {"hidden_states", io::TensorRef{"", TensorElement::BF16, {T, H}, final_rows_.data()}},
                                     {"aux_hidden_states", io::TensorRef{"", TensorElement::BF16, {T, K * H}, aux}},
                                     {"loss_mask", loss_mask},
-                                    {"conversation_id", s.id ? *s.id : fmt::format("{:08d}", s.index)}});
+                                    {"conversation_id", s.id ? *s.id : fmt::format("{:08d}", s.index)}},
+                            &direct_);
         break;
       }
     }
@@ -504,6 +506,7 @@ class SampleExporter {
   std::vector<std::vector<uint8_t>> part_bufs_;  // one state's parts, as stored
   std::vector<int64_t> ids_, mask_;
   std::vector<uint16_t> states_, final_rows_, spec_, aux_;
+  io::DirectBuffer direct_;  // the files go to DEST past the page cache, through this
   uint64_t bytes_read_ = 0;
 };
 

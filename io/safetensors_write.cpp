@@ -44,7 +44,8 @@ std::string header_text(const std::filesystem::path& path, const std::vector<Ten
 }  // namespace
 
 void write_safetensors(const std::filesystem::path& path, const std::vector<TensorRef>& tensors,
-                       const std::map<std::string, std::string>& metadata, DirectBuffer* direct) {
+                       const std::map<std::string, std::string>& metadata, DirectBuffer* direct,
+                       std::vector<TempFile>* hold) {
   std::vector<uint64_t> sizes;
   sizes.reserve(tensors.size());
   std::set<std::string> names;
@@ -63,7 +64,9 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
   file.write(length, sizeof length);
   file.write(header.data(), header.size());
   for (size_t i = 0; i < tensors.size(); ++i) file.write(tensors[i].data, sizes[i]);
-  file.commit();
+  if (!hold) return file.commit();
+  file.close();
+  hold->push_back(std::move(file));
 }
 
 }  // namespace e3::io

@@ -250,7 +250,8 @@ void TempFile::write_at(uint64_t offset, const void* data, size_t n) {
   }
 }
 
-void TempFile::commit() {
+void TempFile::close() {
+  if (fd_ < 0) return;
   if (direct_) {
     flush_direct(true);
     if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) fail("cannot truncate", errno);
@@ -260,6 +261,10 @@ void TempFile::commit() {
   // close() reports errors that a network file system defers until then.
   const int fd = std::exchange(fd_, -1);
   if (::close(fd) != 0) fail("cannot close", errno);
+}
+
+void TempFile::commit() {
+  close();
   if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) fail("cannot rename", errno);
   committed_ = true;
 }

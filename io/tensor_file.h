@@ -76,7 +76,10 @@ class TempFile {
   void write_at(uint64_t offset, const void* data, size_t n);
   // Bytes appended so far.
   uint64_t size() const { return size_; }
-  // Closes (reporting a deferred write error) and renames to the final path.
+  // Writes out what is staged and closes (reporting a deferred write error); the file keeps its
+  // temporary name until commit(). No more writes after it.
+  void close();
+  // Closes (if still open) and renames to the final path.
   void commit();
 
   const std::filesystem::path& final_path() const { return final_path_; }

@@ -1,8 +1,8 @@
 // make_export_src OUT [--hidden H] [--layers-total L] [--dtype bf16|fp16|fp32|fp8] [--samples N]
-//                 [--tokens T] [--samples-per-shard S] [--vocab V] [--seed X]:
+//                 [--tokens T] [--samples-per-shard S] [--vocab V] [--seed X] [--layers A,B,C]:
 // a finished output directory (manifest.json and its shards, written by the production
 // io::ShardWriter) of N samples of T..2T tokens each, the EAGLE-3 default layers of an L-layer
-// model and --final both, without running a model: a multi-GB SRC for timing `export` and
+// model (or --layers) and --final both, without running a model: a multi-GB SRC for timing `export` and
 // `verify` on this machine's disk, and the input of export's byte-identity check
 // (tests/e2e/export_identity.sh). The states are rows of a pool of random rows, picked per
 // sample, capture and token, so that every sample's bytes differ.
@@ -30,12 +30,13 @@ struct Options {
   int64_t hidden = 4096, layers_total = 32, samples = 8, tokens = 2048, per_shard = 4, vocab = 128256;
   uint64_t seed = 1;
   std::string dtype = "bf16";
+  std::vector<int32_t> layers;  // empty: the EAGLE-3 default of --layers-total
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "make_export_src: %s\nusage: make_export_src OUT [--hidden H] [--layers-total L] [--dtype D] "
-               "[--samples N] [--tokens T] [--samples-per-shard S] [--vocab V] [--seed X]\n",
+               "[--samples N] [--tokens T] [--samples-per-shard S] [--vocab V] [--seed X] [--layers A,B,C]\n",
                why.c_str());
   std::exit(2);
 }
@@ -58,6 +59,12 @@ Options parse(int argc, char** argv) {
     else if (a == "--samples-per-shard") o.per_shard = std::stoll(v);
     else if (a == "--vocab") o.vocab = std::stoll(v);
     else if (a == "--seed") o.seed = std::stoull(v);
+    else if (a == "--layers")
+      for (size_t at = 0; at < v.size();) {
+        const size_t comma = std::min(v.find(',', at), v.size());
+        o.layers.push_back(static_cast<int32_t>(std::stol(v.substr(at, comma - at))));
+        at = comma + 1;
+      }
     else usage("unknown option " + a);
   }
   if (o.out.empty()) usage("no OUT");
@@ -75,7 +82,7 @@ int main(int argc, char** argv) {
     e3::io::RunFingerprint fp;
     fp.model_fingerprint = fmt::format("make_export_src-{}", o.seed);
     const int32_t L = static_cast<int32_t>(o.layers_total);
-    fp.layer_ids = {2, L / 2, L - 3};
+    fp.layer_ids = o.layers.empty() ? std::vector<int32_t>{2, L / 2, L - 3} : o.layers;
     fp.final_mode = "both";
     fp.dtype = o.dtype;
     fp.max_seq_len = 1 << 20;

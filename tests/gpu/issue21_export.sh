@@ -80,7 +80,8 @@ for dtype in $DTYPES; do
         gbs = w / (e - s) / 1e9;
         printf "%s: rc %d, %.2f GB in %.1f s = %.2f GB/s, dd oflag=direct %.2f GB/s, ratio %.2f; SRC %.2f GB read %.2fx; load %s\n",
                name, rc, w / 1e9, e - s, gbs, dd, gbs / dd, src / 1e9, r * 1e9 / src, load }' | tee -a "$LOG"
-    say "  $(grep -oE 'export: [0-9.]+ GB read, .*' "$elog")"
+    # The export's own clock (without mpirun's start) and its per-stage account.
+    say "  $(grep -oE 'GB written in [0-9.]+ s \([0-9]+ MB/s\)' "$elog" | head -1); $(grep -oE 'export: [0-9.]+ GB read, .*' "$elog")"
     [ "$rc" -eq 0 ] || say "  $(grep -m1 critical "$elog")"
     [ "${KEEP:-0}" = 1 ] || rm -rf "$dest"
   done

@@ -648,6 +648,7 @@ class ShardExport final : public io::ShardConsumer {
     first_want_.push_back(wants.size());
     placed_.resize(wants.size());
     written_.assign(layout_.samples.size(), false);
+    rows_.assign(layout_.samples.size(), {});
     return wants;
   }
 
@@ -682,8 +683,9 @@ class ShardExport final : public io::ShardConsumer {
       ScopeTimer t(&stages_.write);
       for (io::TempFile& f : files_) f.commit();
       if (o_.format == ExportFormat::Speculators) {
+        // In sample order, whatever order the file holds them in (the shard's rows are consecutive).
         io::TempFile fragment(rows_fragment(o_.dest, c_.shard_index));
-        fragment.write(rows_.data(), rows_.size());
+        for (const std::string& row : rows_) fragment.write(row.data(), row.size());
         fragment.commit();
       }
     }
@@ -695,9 +697,10 @@ class ShardExport final : public io::ShardConsumer {
 
  private:
   void write(const io::StoredSample& sample, const DatasetBytes& bytes) {
-    totals_.written += context_->exporter.write(sample, bytes, where_, &rows_, &files_);
+    const auto g = static_cast<size_t>(&sample - layout_.samples.data());
+    totals_.written += context_->exporter.write(sample, bytes, where_, &rows_[g], &files_);
     ++totals_.samples;
-    written_[static_cast<size_t>(&sample - layout_.samples.data())] = true;
+    written_[g] = true;
   }
 
   const ExportOptions& o_;
@@ -714,7 +717,7 @@ class ShardExport final : public io::ShardConsumer {
   std::vector<ByteBuffer> placed_;                  // each want's bytes
   std::vector<bool> written_;                       // each sample's file is in files_
   std::vector<io::TempFile> files_;                 // the samples' files, closed, not yet renamed
-  std::string rows_;                                // speculators' data.jsonl rows of the shard
+  std::vector<std::string> rows_;                   // speculators' data.jsonl row of each sample
 };
 
 // --skip-verify: the same export without verify's checks, each wanted dataset read by pread

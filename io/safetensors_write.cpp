@@ -44,7 +44,8 @@ std::string header_text(const std::filesystem::path& path, const std::vector<Ten
 }  // namespace
 
 void write_safetensors(const std::filesystem::path& path, const std::vector<TensorRef>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+                       const std::map<std::string, std::string>& metadata, DirectBuffer* direct,
+                       std::vector<TempFile>* hold) {
   std::vector<uint64_t> sizes;
   sizes.reserve(tensors.size());
   std::set<std::string> names;
@@ -57,13 +58,15 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
   }
   const std::string header = header_text(path, tensors, sizes, metadata);
 
-  TempFile file(path);
+  TempFile file(path, direct);
   unsigned char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(static_cast<uint64_t>(header.size()) >> (8 * i));
   file.write(length, sizeof length);
   file.write(header.data(), header.size());
   for (size_t i = 0; i < tensors.size(); ++i) file.write(tensors[i].data, sizes[i]);
-  file.commit();
+  if (!hold) return file.commit();
+  file.close();
+  hold->push_back(std::move(file));
 }
 
 }  // namespace e3::io

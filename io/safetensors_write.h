@@ -18,7 +18,10 @@ namespace e3::io {
 // ErrorKind::Internal on a caller's bug (duplicate or empty name, bad shape, null data).
 // Each tensor starts at a multiple of 8 only if the ones before it have sizes that are: put the
 // widest element type first, as safetensors' own writer does, for readers that map the file.
+// With `direct`, written past the page cache through it (TempFile); the same bytes. With
+// `hold`, closed under its temporary name and appended there, for the caller to commit.
 void write_safetensors(const std::filesystem::path& path, const std::vector<TensorRef>& tensors,
-                       const std::map<std::string, std::string>& metadata = {});
+                       const std::map<std::string, std::string>& metadata = {}, DirectBuffer* direct = nullptr,
+                       std::vector<TempFile>* hold = nullptr);
 
 }  // namespace e3::io

@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <memory>
 #include <string_view>
 #include <utility>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -83,8 +85,26 @@ bool is_temporary_name(const std::string& name) {
                      [](char c) { return c >= '0' && c <= '9'; });
 }
 
-TempFile::TempFile(const std::filesystem::path& final_path)
+DirectBuffer::DirectBuffer(size_t bytes) : size_((bytes + kAlign - 1) / kAlign * kAlign) {
+  void* p = nullptr;
+  E3_REQUIRE(size_ > 0 && ::posix_memalign(&p, kAlign, size_) == 0, ErrorKind::Output,
+             "cannot allocate {} bytes of aligned write buffer", size_);
+  data_ = static_cast<unsigned char*>(p);
+}
+
+DirectBuffer::~DirectBuffer() { std::free(data_); }
+
+TempFile::TempFile(const std::filesystem::path& final_path, DirectBuffer* direct)
     : final_path_(final_path), temp_path_(temporary_path(final_path)) {
+  if (direct) {
+    // O_RDWR: a patch of bytes already written reads their block back (write_at).
+    fd_ = ::open(temp_path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+    if (fd_ >= 0) {
+      direct_ = direct;
+      return;
+    }
+    if (errno != EINVAL) fail("cannot create", errno);  // EINVAL: no O_DIRECT here; the page cache then
+  }
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) fail("cannot create", errno);
   pending_.reserve(2 * kGatherBelow);
@@ -96,7 +116,9 @@ TempFile::TempFile(TempFile&& other) noexcept
       fd_(std::exchange(other.fd_, -1)),
       size_(other.size_),
       pending_(std::move(other.pending_)),
-      committed_(std::exchange(other.committed_, true)) {}
+      committed_(std::exchange(other.committed_, true)),
+      direct_(std::exchange(other.direct_, nullptr)),
+      staged_(std::exchange(other.staged_, 0)) {}
 
 TempFile::~TempFile() {
   if (fd_ >= 0) ::close(fd_);
@@ -122,13 +144,78 @@ void TempFile::write_fd(const void* data, size_t n) {
   }
 }
 
+void TempFile::pwrite_fd(const void* data, size_t n, uint64_t offset) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  while (n > 0) {
+    const ssize_t done = ::pwrite(fd_, p, std::min(n, kMaxWriteCall), static_cast<off_t>(offset));
+    if (done < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot write", errno);
+    }
+    if (done == 0) fail("cannot write", EIO);
+    p += done;
+    offset += static_cast<uint64_t>(done);
+    n -= static_cast<size_t>(done);
+  }
+}
+
+void TempFile::flush_direct(bool last) {
+  if (staged_ == 0) return;
+  size_t n = staged_;
+  if (last) {  // the file's end: whole blocks out, cut back to size_ by commit()
+    n = (staged_ + DirectBuffer::kAlign - 1) / DirectBuffer::kAlign * DirectBuffer::kAlign;
+    std::memset(direct_->data() + staged_, 0, n - staged_);
+  }
+  pwrite_fd(direct_->data(), n, size_ - staged_);
+  staged_ = 0;
+}
+
+void TempFile::write_at_direct(uint64_t offset, const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  const uint64_t staged_start = size_ - staged_;
+  std::unique_ptr<DirectBuffer> block;
+  // Bytes already written: their blocks read back, patched and written again (one block for
+  // a zip header's CRC after its record: rare and small).
+  while (n > 0 && offset < staged_start) {
+    constexpr size_t B = DirectBuffer::kAlign;
+    if (!block) block = std::make_unique<DirectBuffer>(B);  // O_DIRECT needs aligned memory
+    const uint64_t block_start = offset / B * B;
+    const size_t in_block = static_cast<size_t>(offset - block_start);
+    const size_t take = static_cast<size_t>(std::min<uint64_t>({n, B - in_block, staged_start - offset}));
+    ssize_t got;
+    do got = ::pread(fd_, block->data(), B, static_cast<off_t>(block_start));
+    while (got < 0 && errno == EINTR);
+    if (got != static_cast<ssize_t>(B)) fail("cannot read back", got < 0 ? errno : EIO);
+    std::memcpy(block->data() + in_block, p, take);
+    pwrite_fd(block->data(), B, block_start);
+    p += take;
+    offset += take;
+    n -= take;
+  }
+  if (n > 0) std::memcpy(direct_->data() + (offset - staged_start), p, n);
+}
+
 void TempFile::flush() {
+  if (direct_) return flush_direct(false);
   if (pending_.empty()) return;
   write_fd(pending_.data(), pending_.size());
   pending_.clear();
 }
 
 void TempFile::write(const void* data, size_t n) {
+  if (direct_) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    while (n > 0) {
+      const size_t take = std::min(n, direct_->size() - staged_);
+      std::memcpy(direct_->data() + staged_, p, take);
+      staged_ += take;
+      size_ += take;
+      p += take;
+      n -= take;
+      if (staged_ == direct_->size()) flush_direct(false);
+    }
+    return;
+  }
   if (n < kGatherBelow) {
     const auto* p = static_cast<const unsigned char*>(data);
     pending_.insert(pending_.end(), p, p + n);
@@ -142,6 +229,7 @@ void TempFile::write(const void* data, size_t n) {
 
 void TempFile::write_at(uint64_t offset, const void* data, size_t n) {
   E3_REQUIRE(offset + n <= size_, ErrorKind::Internal, "{}: patch past the end", temp_path_.string());
+  if (direct_) return write_at_direct(offset, data, n);
   const uint64_t pending_start = size_ - pending_.size();
   if (offset >= pending_start) {
     std::memcpy(pending_.data() + (offset - pending_start), data, n);
@@ -162,11 +250,21 @@ void TempFile::write_at(uint64_t offset, const void* data, size_t n) {
   }
 }
 
-void TempFile::commit() {
-  flush();
+void TempFile::close() {
+  if (fd_ < 0) return;
+  if (direct_) {
+    flush_direct(true);
+    if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) fail("cannot truncate", errno);
+  } else {
+    flush();
+  }
   // close() reports errors that a network file system defers until then.
   const int fd = std::exchange(fd_, -1);
   if (::close(fd) != 0) fail("cannot close", errno);
+}
+
+void TempFile::commit() {
+  close();
   if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) fail("cannot rename", errno);
   committed_ = true;
 }

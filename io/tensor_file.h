@@ -35,12 +35,34 @@ std::filesystem::path temporary_path(const std::filesystem::path& final_path);
 // Whether a file name is such a temporary name, or the PATH.tmp.<pid> of earlier versions.
 bool is_temporary_name(const std::string& file_name);
 
+// The staging memory of a TempFile written past the page cache (O_DIRECT): block-aligned, reused
+// from file to file by the thread that owns it. Writes through the page cache and its writeback
+// ran at a fraction of the disk's speed where measured (issue 21: 381 MB/s against 2.6 GB/s for
+// dd oflag=direct on one machine's disk), so the exporter's sample files go around it.
+class DirectBuffer {
+ public:
+  static constexpr size_t kAlign = 4096;  // the logical block size O_DIRECT needs, at most, on Linux
+  explicit DirectBuffer(size_t bytes = size_t{32} << 20);
+  ~DirectBuffer();
+  DirectBuffer(const DirectBuffer&) = delete;
+  DirectBuffer& operator=(const DirectBuffer&) = delete;
+  unsigned char* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  unsigned char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 // A file written under temporary_path(PATH) and renamed to PATH by commit(); destroying it
 // uncommitted removes the temporary file, so a failed write leaves nothing behind. Every
 // failure throws ErrorKind::Output naming PATH.
 class TempFile {
  public:
-  explicit TempFile(const std::filesystem::path& final_path);
+  // With `direct`, the file is written with O_DIRECT through that buffer (in its size's pieces,
+  // the last one padded to a block and the file cut back to its size), and where the file
+  // system refuses O_DIRECT (tmpfs), through the page cache as without it. The bytes are the same.
+  explicit TempFile(const std::filesystem::path& final_path, DirectBuffer* direct = nullptr);
   ~TempFile();
   TempFile(TempFile&& other) noexcept;
   TempFile& operator=(TempFile&&) = delete;
@@ -54,7 +76,10 @@ class TempFile {
   void write_at(uint64_t offset, const void* data, size_t n);
   // Bytes appended so far.
   uint64_t size() const { return size_; }
-  // Closes (reporting a deferred write error) and renames to the final path.
+  // Writes out what is staged and closes (reporting a deferred write error); the file keeps its
+  // temporary name until commit(). No more writes after it.
+  void close();
+  // Closes (if still open) and renames to the final path.
   void commit();
 
   const std::filesystem::path& final_path() const { return final_path_; }
@@ -64,6 +89,10 @@ class TempFile {
   [[noreturn]] void fail(const char* what, int err);
   void flush();
   void write_fd(const void* data, size_t n);
+  void pwrite_fd(const void* data, size_t n, uint64_t offset);
+  // O_DIRECT: the staged bytes out, `pad` zeros to a whole block after them.
+  void flush_direct(bool last);
+  void write_at_direct(uint64_t offset, const void* data, size_t n);
 
   std::filesystem::path final_path_;
   std::filesystem::path temp_path_;
@@ -71,6 +100,8 @@ class TempFile {
   uint64_t size_ = 0;
   std::vector<unsigned char> pending_;  // the last size_ - pending_.size() .. size_ bytes
   bool committed_ = false;
+  DirectBuffer* direct_ = nullptr;  // set while the file is open with O_DIRECT
+  size_t staged_ = 0;               // bytes in direct_ not yet written: file bytes size_ - staged_ .. size_
 };
 
 }  // namespace e3::io

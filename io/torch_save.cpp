@@ -271,7 +271,7 @@ void write_record(TempFile& file, Record& r) {
 // The archive around a pickle whose tensors are `tensors`, in the order their keys "0", "1", ...
 // were given to pickle_tensor.
 void write_archive(const std::filesystem::path& path, const Pickle& pickle, const std::vector<const TensorRef*>& tensors,
-                   const std::vector<uint64_t>& tensor_sizes) {
+                   const std::vector<uint64_t>& tensor_sizes, DirectBuffer* direct, std::vector<TempFile>* hold) {
   static constexpr std::string_view kByteorder = "little";
   static constexpr std::string_view kFormatVersion = "3\n";
   std::vector<Record> records;
@@ -288,19 +288,22 @@ void write_archive(const std::filesystem::path& path, const Pickle& pickle, cons
              "writer does not write (the sample is too long to export)",
              path.string(), file_size);
 
-  TempFile file(path);
+  TempFile file(path, direct);
   for (Record& r : records) write_record(file, r);
   const std::string directory = central_directory(records, file.size());
   file.write(directory.data(), directory.size());
   E3_REQUIRE(file.size() == file_size, ErrorKind::Internal, "{}: wrote {} bytes, planned {}", path.string(),
              file.size(), file_size);
-  file.commit();
+  if (!hold) return file.commit();
+  file.close();
+  hold->push_back(std::move(file));
 }
 
 }  // namespace
 
 void write_torch_dict(const std::filesystem::path& path,
-                      const std::vector<std::pair<std::string, TorchValue>>& entries) {
+                      const std::vector<std::pair<std::string, TorchValue>>& entries, DirectBuffer* direct,
+                      std::vector<TempFile>* hold) {
   Pickle pickle;
   pickle.op('}');  // EMPTY_DICT
   if (!entries.empty()) pickle.op('(');
@@ -325,7 +328,7 @@ void write_torch_dict(const std::filesystem::path& path,
   }
   if (!entries.empty()) pickle.op('u');  // SETITEMS
   pickle.op('.');                        // STOP
-  write_archive(path, pickle, tensors, tensor_sizes);
+  write_archive(path, pickle, tensors, tensor_sizes, direct, hold);
 }
 
 void write_torch_tensor(const std::filesystem::path& path, const TensorRef& tensor) {
@@ -333,7 +336,7 @@ void write_torch_tensor(const std::filesystem::path& path, const TensorRef& tens
   const uint64_t size = tensor_bytes(tensor, path);
   pickle_tensor(pickle, tensor, "0");
   pickle.op('.');  // STOP
-  write_archive(path, pickle, {&tensor}, {size});
+  write_archive(path, pickle, {&tensor}, {size}, nullptr, nullptr);
 }
 
 }  // namespace e3::io

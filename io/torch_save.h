@@ -23,8 +23,12 @@ using TorchValue = std::variant<TensorRef, std::string, int64_t>;
 // PATH.tmp.<pid>, closed and renamed to PATH. Throws ErrorKind::Output naming PATH on any
 // failure, including a file that would reach 4 GiB (see the .cpp), ErrorKind::Internal on a
 // caller's bug (duplicate key, bad shape, null data).
+// With `direct`, written past the page cache through it (TempFile); the same bytes. With
+// `hold`, the file is closed under its temporary name and appended there instead of renamed:
+// the caller commits it (or drops it, which removes it).
 void write_torch_dict(const std::filesystem::path& path,
-                      const std::vector<std::pair<std::string, TorchValue>>& entries);
+                      const std::vector<std::pair<std::string, TorchValue>>& entries, DirectBuffer* direct = nullptr,
+                      std::vector<TempFile>* hold = nullptr);
 // What `torch.save(tensor, PATH)` writes: the tensor alone, not in a dict (ModelOpt's draft
 // vocabulary file, d2t). The same layout and guarantees as write_torch_dict.
 void write_torch_tensor(const std::filesystem::path& path, const TensorRef& tensor);

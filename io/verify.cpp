@@ -28,6 +28,7 @@
 #include "io/shard_writer.h"
 #include "io/token_counts.h"
 #include "core/hash.h"
+#include "core/stage_timer.h"
 
 namespace e3::io {
 namespace {
@@ -97,10 +98,18 @@ constexpr size_t kReadChunk = 8 << 20;
 // the work, reading the bytes, hashing them and checking the values, runs in parallel.
 class ShardChecker {
  public:
-  ShardChecker(const RunFingerprint& fp, const StorageCodec& codec, std::mutex& hdf5)
-      : fp_(fp), codec_(codec), finals_(final_datasets(fp.final_mode)), K_(fp.layer_ids.size()), hdf5_(hdf5) {}
+  ShardChecker(const RunFingerprint& fp, const StorageCodec& codec, std::mutex& hdf5, ShardReadStages* stages)
+      : fp_(fp), codec_(codec), finals_(final_datasets(fp.final_mode)), K_(fp.layer_ids.size()), hdf5_(hdf5),
+        stages_(stages) {}
 
-  void check(const ShardJob& job, ReadBuffers& buf, std::atomic<uint64_t>& bytes_done) {
+  // One shard: its metadata (under the HDF5 lock), then one pass over its bytes in file order
+  // that hashes them, checks the stored values and fills what `make_consumer`'s consumer wants.
+  // The problems are reported in the order of checks verify has always made: the checksum, then
+  // the metadata, then the first region (in the metadata's order) holding a bad value, then the
+  // consumer's.
+  void check(const ShardJob& job, ReadBuffers& buf, std::atomic<uint64_t>& bytes_done,
+             const std::function<std::unique_ptr<ShardConsumer>(const CommittedShard&,
+                                                                const std::filesystem::path&)>& make_consumer = {}) {
     const std::string where = job.path.string();
     const CommittedShard& s = job.record;
     struct stat st {};
@@ -116,45 +125,162 @@ class ShardChecker {
     const uint64_t size = static_cast<uint64_t>(st.st_size);
     E3_VERIFY(size == s.bytes, "{}: {} bytes, the manifest says {} (truncated or rewritten)", where, size, s.bytes);
     buf.io.resize(kReadChunk);
-    if (!s.checksum.empty()) {
-      // One sequential pass over the whole file; what HDF5 and the value checks read next
-      // comes from the page cache.
-      ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
-      ContentHash hash;
-      for (uint64_t at = 0; at < size;) {
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(kReadChunk, size - at));
-        pread_exact(fd.get(), buf.io.data(), n, at, ErrorKind::Verify, where);
-        hash.update(buf.io.data(), n);
-        at += n;
-        bytes_done += n;
-      }
-      const std::string sum = hash.hex();
-      E3_VERIFY(sum == s.checksum, "{}: checksum {} differs from the manifest's {} (changed after it was written)",
-                where, sum, s.checksum);
-    }
+    const bool hashing = !s.checksum.empty();
+    ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+
     std::vector<ValueRegion> regions;
+    std::optional<Error> metadata_error, consumer_error;
+    std::unique_ptr<ShardConsumer> consumer;
+    std::vector<ShardConsumer::Want> wants;
     {
+      ScopeTimer t(stage(&ShardReadStages::metadata));
       std::lock_guard<std::mutex> lock(hdf5_);
       try {
         metadata(job, regions, buf);
       } catch (const Error& e) {
         // HDF5 failing on the file's structure (E3_H5's output errors) is what verify looks
-        // for: a damaged shard, whether or not a checksum has said so first.
-        if (e.kind() != ErrorKind::Output) throw;
-        throw Error(ErrorKind::Verify, e.what(), e.file(), e.line());
+        // for: a damaged shard, whether or not a checksum says so too (it is read first).
+        metadata_error = e.kind() == ErrorKind::Output ? Error(ErrorKind::Verify, e.what(), e.file(), e.line()) : e;
+      }
+      if (!metadata_error && make_consumer) {
+        consumer = make_consumer(s, job.path);
+        if (consumer) try {
+            wants = consumer->plan(job.path);
+          } catch (const Error& e) {
+            consumer_error = e;
+            consumer.reset();
+            wants.clear();
+          }
       }
     }
-    for (const ValueRegion& r : regions) {
-      const size_t esize = dtype_size(r.part->element);
-      E3_VERIFY(r.offset + r.count * esize <= size, "{}: {} lies past the end of the file", r.where, r.name);
-      for (uint64_t i = 0; i < r.count;) {
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(kReadChunk / esize, r.count - i));
-        pread_exact(fd.get(), buf.io.data(), n * esize, r.offset + i * esize, ErrorKind::Verify, where);
-        check_values(buf.io.data(), n, i, r);
-        if (s.checksum.empty()) bytes_done += n * esize;
-        i += n;
+    if (metadata_error && !hashing) throw *metadata_error;  // nothing to read that could come first
+
+    // The pass: regions (values to check) and wants (bytes to place), by offset; a region that
+    // is a want is read once into the want's place and checked there.
+    struct Item {
+      uint64_t offset, bytes;
+      long region = -1, want = -1;
+    };
+    std::vector<Item> items;
+    std::optional<std::pair<size_t, Error>> value_error;  // the first failing region, by index
+    const auto region_failed = [&](size_t r, const Error& e) {
+      if (!value_error || r < value_error->first) value_error.emplace(r, e);
+    };
+    for (size_t r = 0; r < regions.size(); ++r) {
+      const uint64_t bytes = regions[r].count * dtype_size(regions[r].part->element);
+      if (regions[r].offset + bytes > size) {
+        region_failed(r, Error(ErrorKind::Verify,
+                               fmt::format("{}: {} lies past the end of the file", regions[r].where, regions[r].name),
+                               __FILE__, __LINE__));
+        continue;
       }
+      items.push_back({regions[r].offset, bytes, static_cast<long>(r), -1});
     }
+    std::map<std::pair<uint64_t, uint64_t>, size_t> region_at;  // (offset, bytes) -> its item
+    for (size_t i = 0; i < items.size(); ++i) region_at.emplace(std::make_pair(items[i].offset, items[i].bytes), i);
+    std::vector<size_t> group_left;
+    for (size_t w = 0; w < wants.size(); ++w) {
+      const ShardConsumer::Want& want = wants[w];
+      if (group_left.size() <= want.group) group_left.resize(want.group + 1, 0);
+      ++group_left[want.group];
+      if (want.offset + want.bytes > size) {
+        if (!consumer_error)
+          consumer_error = Error(ErrorKind::Output, fmt::format("{}: bytes {} to {} lie past the end of the file", where,
+                                                                want.offset, want.offset + want.bytes),
+                                 __FILE__, __LINE__);
+        continue;
+      }
+      const auto same = region_at.find({want.offset, want.bytes});
+      if (same != region_at.end() && items[same->second].want < 0) items[same->second].want = static_cast<long>(w);
+      else items.push_back({want.offset, want.bytes, -1, static_cast<long>(w)});
+    }
+    if (consumer_error) consumer.reset();
+    std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.offset < b.offset; });
+
+    ContentHash hash;
+    const auto read = [&](void* to, size_t n, uint64_t at) {
+      ScopeTimer t(stage(&ShardReadStages::read));
+      pread_exact(fd.get(), to, n, at, ErrorKind::Verify, where);
+    };
+    const auto hashed = [&](const void* p, size_t n) {
+      ScopeTimer t(stage(&ShardReadStages::checksum));
+      hash.update(p, n);
+      bytes_done += n;
+    };
+    const auto good = [&] { return !metadata_error && !value_error && consumer; };
+    // One item, read into its want's place (or the scratch buffer) in pieces of whole elements;
+    // `hash`: its bytes are the next ones of the file.
+    const auto take = [&](const Item& item, bool hash_it) {
+      const ValueRegion* r = item.region >= 0 ? &regions[static_cast<size_t>(item.region)] : nullptr;
+      const size_t esize = r ? dtype_size(r->part->element) : 1;
+      unsigned char* dest = nullptr;
+      if (item.want >= 0 && good()) {
+        try {
+          dest = static_cast<unsigned char*>(consumer->place(static_cast<size_t>(item.want)));
+        } catch (const Error& e) {
+          consumer_error = e;
+          consumer.reset();
+        }
+      }
+      bool values_ok = true;
+      for (uint64_t done = 0; done < item.bytes;) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(kReadChunk / esize * esize, item.bytes - done));
+        unsigned char* p = dest ? dest + done : buf.io.data();
+        read(p, n, item.offset + done);
+        if (hash_it) hashed(p, n);
+        if (r && values_ok) {
+          ScopeTimer t(stage(&ShardReadStages::values));
+          try {
+            check_values(p, n / esize, done / esize, *r);
+          } catch (const Error& e) {
+            region_failed(static_cast<size_t>(item.region), e);
+            values_ok = false;
+          }
+        }
+        if (r && !hashing) bytes_done += n;
+        done += n;
+      }
+      if (item.want < 0) return;
+      const size_t g = wants[static_cast<size_t>(item.want)].group;
+      if (--group_left[g] == 0 && good()) try {
+          consumer->ready(g);
+        } catch (const Error& e) {
+          consumer_error = e;
+          consumer.reset();
+        }
+    };
+    uint64_t pos = 0;  // the bytes before it are read (and hashed)
+    const auto gap = [&](uint64_t to) {
+      for (; hashing && pos < to;) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(kReadChunk, to - pos));
+        read(buf.io.data(), n, pos);
+        hashed(buf.io.data(), n);
+        pos += n;
+      }
+      pos = std::max(pos, to);
+    };
+    std::vector<const Item*> overlapping;  // read again after the pass: not how the writer lays a file out
+    for (const Item& item : items) {
+      if (item.offset < pos) {
+        overlapping.push_back(&item);
+        continue;
+      }
+      gap(item.offset);
+      take(item, hashing);
+      pos = item.offset + item.bytes;
+    }
+    gap(size);
+    for (const Item* item : overlapping) take(*item, false);
+
+    if (hashing) {
+      const std::string sum = hash.hex();
+      E3_VERIFY(sum == s.checksum, "{}: checksum {} differs from the manifest's {} (changed after it was written)",
+                where, sum, s.checksum);
+    }
+    if (metadata_error) throw *metadata_error;
+    if (value_error) throw value_error->second;
+    if (consumer_error) throw *consumer_error;
+    if (consumer) consumer->passed();
   }
 
  private:
@@ -336,6 +462,11 @@ class ShardChecker {
   const std::vector<FinalDataset> finals_;
   const hsize_t K_;
   std::mutex& hdf5_;
+  ShardReadStages* stages_;  // may be null
+
+  std::atomic<uint64_t>* stage(std::atomic<uint64_t> ShardReadStages::*which) const {
+    return stages_ ? &(stages_->*which) : nullptr;
+  }
 };
 
 // The checks of one directory from its manifests, remembering where each sample was seen;
@@ -450,7 +581,7 @@ class Verifier {
     const size_t threads =
         std::max<size_t>(1, std::min(options_.threads > 0 ? static_cast<size_t>(options_.threads) : cores, jobs_.size()));
     std::mutex own_hdf5_lock;
-    ShardChecker checker(fp_, *codec_, options_.hdf5_lock ? *options_.hdf5_lock : own_hdf5_lock);
+    ShardChecker checker(fp_, *codec_, options_.hdf5_lock ? *options_.hdf5_lock : own_hdf5_lock, options_.stages);
     std::vector<std::optional<Error>> problems(jobs_.size());
     std::atomic<size_t> next{0};
     std::atomic<int64_t> done{0};
@@ -462,8 +593,7 @@ class Verifier {
         // Without collect_problems only the first problem is reported: stop taking shards.
         if (failed && !options_.collect_problems) break;
         try {
-          checker.check(jobs_[i], buf, bytes);
-          if (options_.on_shard_checked) options_.on_shard_checked(jobs_[i].record, jobs_[i].path);
+          checker.check(jobs_[i], buf, bytes, options_.consumer);
         } catch (const Error& e) {
           problems[i] = e;
           failed = true;
@@ -693,7 +823,7 @@ void check_shard(const std::filesystem::path& path, const CommittedShard& record
   const StorageCodec* codec = storage_codec_named(fp.dtype);
   E3_VERIFY(codec != nullptr, "{}: unknown dtype '{}'", path.string(), fp.dtype);
   std::mutex hdf5;
-  ShardChecker checker(fp, *codec, hdf5);
+  ShardChecker checker(fp, *codec, hdf5, nullptr);
   ReadBuffers buf;
   std::atomic<uint64_t> bytes_done{0};
   checker.check({path, record}, buf, bytes_done);

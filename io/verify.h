@@ -1,9 +1,11 @@
 // `eagle3_extract verify DIR`: checks an output directory against its manifest.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -44,6 +46,39 @@ struct VerifyProgress {
   bool finished = false;  // the last call, once every shard of the share is read
 };
 
+// Where the time of reading shard files goes, in nanoseconds summed over the threads that read
+// them (core/stage_timer.h).
+struct ShardReadStages {
+  std::atomic<uint64_t> read{0};      // the shard files' bytes, by pread
+  std::atomic<uint64_t> checksum{0};  // hashing them
+  std::atomic<uint64_t> metadata{0};  // HDF5's calls (attributes, shapes, layout), waiting for its lock included
+  std::atomic<uint64_t> values{0};    // the NaN/Inf and scale checks of the stored bits
+};
+
+// What uses a shard's bytes as verify reads them, so that they are read from SRC once (export
+// converts each sample from the very buffers whose checksum and values verify checks). Verify
+// reads the file once, in file order; the consumer's results must stay unpublished until
+// passed(): a shard is known good only once its last byte is hashed.
+class ShardConsumer {
+ public:
+  struct Want {
+    uint64_t offset = 0, bytes = 0;  // in the shard file
+    size_t group = 0;                // ready(group) once every want of it is in place
+  };
+  virtual ~ShardConsumer() = default;  // without passed(): discards what it made
+  // Under the HDF5 lock (the caller's VerifyOptions::hdf5_lock, held: do not take it), after
+  // verify's checks of the file's metadata passed: the byte ranges it wants. What it throws is
+  // the shard's problem, reported only if verify finds none.
+  virtual std::vector<Want> plan(const std::filesystem::path& path) = 0;
+  // Where want `i`'s bytes go (bytes long), asked just before they are read; valid until its
+  // group is ready.
+  virtual void* place(size_t i) = 0;
+  // Every want of `group` is in place, and the values verify checks among them passed.
+  virtual void ready(size_t group) = 0;
+  // The whole shard passed every check (checksum, metadata, values): publish.
+  virtual void passed() = 0;
+};
+
 struct VerifyOptions {
   int threads = 0;  // shards read at once; 0: the cores of this machine
   // Under MPI each process reads the shards whose index % ranks == rank; the manifests are
@@ -54,19 +89,20 @@ struct VerifyOptions {
   bool collect_problems = false;
   double progress_interval_s = 5;
   std::function<void(const VerifyProgress&)> progress;  // called from another thread
-  // Called on the reading thread as soon as a shard of this process's share has passed every
-  // check, while its bytes are still in the page cache (export writes the shard out then). What
-  // it throws is that shard's problem. Its HDF5 calls hold `hdf5_lock`, which then also serialises
+  // Called on the reading thread for each shard of this process's share before it is read: the
+  // consumer of its bytes (ShardConsumer), or null for none. What it or the consumer throws is
+  // that shard's problem. Their HDF5 calls hold `hdf5_lock`, which then also serialises
   // verify's own (HDF5 is built without thread safety).
-  std::function<void(const CommittedShard&, const std::filesystem::path&)> on_shard_checked;
+  std::function<std::unique_ptr<ShardConsumer>(const CommittedShard&, const std::filesystem::path&)> consumer;
   std::mutex* hdf5_lock = nullptr;
+  ShardReadStages* stages = nullptr;  // where the pool's time goes, when set
 };
 
 // Checks every shard and sample: presence exactly once, shapes, dtypes, attributes, sizes,
 // checksums and finiteness. Throws a verify error naming the first problem (problems of the
 // manifests are always thrown; those inside shard files only without collect_problems).
-// Shard files are read by a pool of threads: each file once, sequentially for its checksum,
-// then its values straight from the stored bits (no HDF5 type conversion).
+// Shard files are read by a pool of threads: each file once, in file order, its checksum and its
+// values checked on the same bytes, straight from the stored bits (no HDF5 type conversion).
 VerifyReport verify_output(const std::filesystem::path& dir, const VerifyOptions& options = {});
 
 // verify's checks of one shard file against `record` (what a manifest would list) under the

@@ -30,6 +30,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/json_read.h"
+#include "core/stage_timer.h"
 #include "core/storage_codec.h"
 #include "io/token_counts.h"
 #include "jobs/draft_vocab.h"
@@ -322,31 +323,60 @@ fs::path rows_fragment(const fs::path& dest, int64_t shard_index) {
 
 // ---- one sample
 
-// Reads one sample's datasets and lays out what the format writes. Its buffers grow to the
-// largest sample seen and are reused: memory is bounded by one sample per thread.
+// ExportStages as the threads add to it, in nanoseconds.
+struct StageCounters {
+  io::ShardReadStages src;  // reading SRC and verify's checks
+  std::atomic<uint64_t> convert{0}, write{0}, sync{0};
+};
+
+// The stored bytes of a dataset of the sample being written, wherever they were read to.
+using DatasetBytes = std::function<const void*(const io::StoredDataset&)>;
+
+// Lays out what the format writes of one sample from its datasets' stored bytes. Its buffers
+// grow to the largest sample seen and are reused: memory is bounded by one sample per thread.
 class SampleExporter {
  public:
-  SampleExporter(const ExportOptions& o, const io::ShardDescription& d, const std::vector<int64_t>& stored)
-      : o_(o),
+  SampleExporter(const ExportOptions& o, const io::ShardDescription& d, const std::vector<int64_t>& stored,
+                 StageCounters& stages)
+      : stages_(stages),
+        o_(o),
         d_(d),
         stored_(stored),
         final_(final_needed(o.format, d.final_mode).dataset),
         order_(exported_capture_order(o.format, d.layer_ids)),
         reorder_(!std::is_sorted(order_.begin(), order_.end())) {}
 
-  // Returns the bytes written.
-  uint64_t write(int fd, const io::StoredSample& s, const std::string& where, std::string* rows_jsonl) {
+  // The datasets of `s` that write() reads: its ids and mask, and each stored part of its
+  // hidden states and of the final state the format trains on (those present).
+  std::vector<const io::StoredDataset*> wanted(const io::StoredSample& s) const {
+    std::vector<const io::StoredDataset*> out;
+    for (const char* name : {"input_ids", "loss_mask"})
+      if (const io::StoredDataset* d = s.find(name)) out.push_back(d);
+    for (const std::string& state : {std::string("hidden_states"), final_}) {
+      const io::StoredDataset* d = s.find(state);
+      if (!d) continue;
+      out.push_back(d);
+      if (d->element == DType::I32 || d->element == DType::U8) continue;
+      const std::vector<StoredPart>& parts = storage_codec(d->element).parts();
+      for (size_t p = 1; p < parts.size(); ++p)
+        if (const io::StoredDataset* part = s.find(state + parts[p].suffix)) out.push_back(part);
+    }
+    return out;
+  }
+
+  // Writes the sample's file into DEST under its temporary name, appended to `files` for the
+  // caller to commit once the shard has passed; returns its bytes.
+  uint64_t write(const io::StoredSample& s, const DatasetBytes& bytes, const std::string& where,
+                 std::string* rows_jsonl, std::vector<io::TempFile>* files) {
     const std::string sw = fmt::format("{} sample {:08d}", where, s.index);
     const int64_t T = s.tokens, K = static_cast<int64_t>(d_.layer_ids.size()), H = d_.hidden_size;
     const io::StoredDataset& hs = need(s, "hidden_states", {uint64_t(T), uint64_t(K), uint64_t(H)}, sw);
     const io::StoredDataset& fin = need(s, final_, {uint64_t(T), uint64_t(H)}, sw);
-    read_ints(fd, need(s, "input_ids", {uint64_t(T)}, sw), ids_, sw);
-    read_ints(fd, need(s, "loss_mask", {uint64_t(T)}, sw), mask_, sw);
-    states_.resize(static_cast<size_t>(T * K * H));
-    final_rows_.resize(static_cast<size_t>(T * H));
-    to_bf16(fd, s, hs, states_.data(), sw);
-    to_bf16(fd, s, fin, final_rows_.data(), sw);
-    bytes_read_ += hs.bytes + fin.bytes + static_cast<uint64_t>(T) * 5;
+    ScopeTimer convert_timer(&stages_.convert);
+    read_ints(need(s, "input_ids", {uint64_t(T)}, sw), bytes, ids_, sw);
+    read_ints(need(s, "loss_mask", {uint64_t(T)}, sw), bytes, mask_, sw);
+    const uint16_t* states = to_bf16(s, hs, bytes, states_, sw);
+    const uint16_t* final_rows = to_bf16(s, fin, bytes, final_rows_, sw);
 
     using io::TensorElement;
     const io::TensorRef input_ids{"input_ids", TensorElement::I64, {T}, ids_.data()};
@@ -357,57 +387,63 @@ class SampleExporter {
         // [T, K + 1, H]: each token's captures, then its pre-norm final state.
         spec_.resize(static_cast<size_t>(T * (K + 1) * H));
         for (int64_t t = 0; t < T; ++t) {
-          std::memcpy(&spec_[static_cast<size_t>(t * (K + 1) * H)], &states_[static_cast<size_t>(t * K * H)],
+          std::memcpy(&spec_[static_cast<size_t>(t * (K + 1) * H)], &states[static_cast<size_t>(t * K * H)],
                       static_cast<size_t>(K * H) * 2);
-          std::memcpy(&spec_[static_cast<size_t>((t * (K + 1) + K) * H)], &final_rows_[static_cast<size_t>(t * H)],
+          std::memcpy(&spec_[static_cast<size_t>((t * (K + 1) + K) * H)], &final_rows[static_cast<size_t>(t * H)],
                       static_cast<size_t>(H) * 2);
         }
         const auto row = static_cast<int64_t>(std::lower_bound(stored_.begin(), stored_.end(), s.index) - stored_.begin());
         path = o_.dest / speculators_file(row);
+        convert_timer.stop();
+        ScopeTimer t(&stages_.write);
         // The widest element first, so that both tensors start 8-byte aligned.
         io::write_safetensors(path,
                               {{"token_ids", TensorElement::I64, {T}, ids_.data()},
                                {"hidden_states", TensorElement::BF16, {T, K + 1, H}, spec_.data()}},
-                              {{"format", "pt"}});
+                              {{"format", "pt"}}, &direct_, files);
         append_row(*rows_jsonl, T);
         break;
       }
       case ExportFormat::SpecForge: {
         path = o_.dest / specforge_file(s.index);
+        convert_timer.stop();
+        ScopeTimer t(&stages_.write);
         fs::create_directories(path.parent_path());
-        io::write_torch_dict(path, {{"input_ids", input_ids},
-                                    {"loss_mask", loss_mask},
-                                    {"aux_hidden_state", io::TensorRef{"", TensorElement::BF16, {1, T, K * H}, states_.data()}},
-                                    {"hidden_state", io::TensorRef{"", TensorElement::BF16, {1, T, H}, final_rows_.data()}}});
+        io::write_torch_dict(path,
+                             {{"input_ids", input_ids},
+                              {"loss_mask", loss_mask},
+                              {"aux_hidden_state", io::TensorRef{"", TensorElement::BF16, {1, T, K * H}, states}},
+                              {"hidden_state", io::TensorRef{"", TensorElement::BF16, {1, T, H}, final_rows}}},
+                             &direct_, files);
         break;
       }
       case ExportFormat::ModelOpt: {
-        const uint16_t* aux = states_.data();
+        const uint16_t* aux = states;
         if (reorder_) {  // each token's K captures in ModelOpt's (ascending) layer order
-          aux_.resize(states_.size());
+          aux_.resize(static_cast<size_t>(T * K * H));
           for (int64_t t = 0; t < T; ++t)
             for (int64_t j = 0; j < K; ++j)
               std::memcpy(&aux_[static_cast<size_t>((t * K + j) * H)],
-                          &states_[static_cast<size_t>((t * K + static_cast<int64_t>(order_[j])) * H)],
+                          &states[static_cast<size_t>((t * K + static_cast<int64_t>(order_[j])) * H)],
                           static_cast<size_t>(H) * 2);
           aux = aux_.data();
         }
         const std::string stem = modelopt_file_stem(s.index, s.id ? &*s.id : nullptr);
         path = o_.dest / (stem + ".pt");
-        io::write_torch_dict(path, {{"input_ids", input_ids},
-                                    {"hidden_states", io::TensorRef{"", TensorElement::BF16, {T, H}, final_rows_.data()}},
-                                    {"aux_hidden_states", io::TensorRef{"", TensorElement::BF16, {T, K * H}, aux}},
-                                    {"loss_mask", loss_mask},
-                                    {"conversation_id", s.id ? *s.id : fmt::format("{:08d}", s.index)}});
+        convert_timer.stop();
+        ScopeTimer t(&stages_.write);
+        io::write_torch_dict(path,
+                             {{"input_ids", input_ids},
+                              {"hidden_states", io::TensorRef{"", TensorElement::BF16, {T, H}, final_rows}},
+                              {"aux_hidden_states", io::TensorRef{"", TensorElement::BF16, {T, K * H}, aux}},
+                              {"loss_mask", loss_mask},
+                              {"conversation_id", s.id ? *s.id : fmt::format("{:08d}", s.index)}},
+                             &direct_, files);
         break;
       }
     }
-    std::error_code ec;
-    const auto size = fs::file_size(path, ec);
-    return ec ? 0 : size;
+    return files->empty() ? 0 : files->back().size();
   }
-
-  uint64_t bytes_read() const { return bytes_read_; }
 
  private:
   static const io::StoredDataset& need(const io::StoredSample& s, const std::string& name,
@@ -419,26 +455,34 @@ class SampleExporter {
     return *d;
   }
 
-  void read_ints(int fd, const io::StoredDataset& d, std::vector<int64_t>& out, const std::string& sw) {
-    raw_.resize(d.bytes);
-    io::read_stored_bytes(fd, d, raw_.data(), sw);
+  static const unsigned char* bytes_of(const DatasetBytes& bytes, const io::StoredDataset& d, const std::string& sw) {
+    const void* p = bytes(d);
+    E3_REQUIRE(p != nullptr || d.bytes == 0, ErrorKind::Internal, "{}: {} was not read", sw, d.name);
+    return static_cast<const unsigned char*>(p);
+  }
+
+  void read_ints(const io::StoredDataset& d, const DatasetBytes& bytes, std::vector<int64_t>& out,
+                 const std::string& sw) {
     out.resize(d.dims[0]);
     if (d.element == DType::I32) {
+      const unsigned char* raw = bytes_of(bytes, d, sw);
       for (size_t i = 0; i < out.size(); ++i) {
         int32_t v;
-        std::memcpy(&v, raw_.data() + 4 * i, 4);
+        std::memcpy(&v, raw + 4 * i, 4);
         out[i] = v;
       }
     } else {
       E3_REQUIRE(d.element == DType::U8, ErrorKind::Verify, "{}: {} is not int32 or uint8", sw, d.name);
-      for (size_t i = 0; i < out.size(); ++i) out[i] = raw_[i];
+      const unsigned char* raw = bytes_of(bytes, d, sw);
+      for (size_t i = 0; i < out.size(); ++i) out[i] = raw[i];
     }
   }
 
   // The stored states as bf16 bits, rounded to nearest even from fp16/fp32/fp8 (fp8: the code's
   // value times its row's scale, in float32, as the README defines it), decoded by the codec of
-  // the type `d` is stored in.
-  void to_bf16(int fd, const io::StoredSample& s, const io::StoredDataset& d, uint16_t* dst, const std::string& sw) {
+  // the type `d` is stored in into `buf`; bf16 is its stored bytes themselves (no copy).
+  const uint16_t* to_bf16(const io::StoredSample& s, const io::StoredDataset& d, const DatasetBytes& bytes,
+                          std::vector<uint16_t>& buf, const std::string& sw) {
     const StorageCodec* codec = d.element == DType::I32 || d.element == DType::U8 ? nullptr : &storage_codec(d.element);
     E3_REQUIRE(codec != nullptr, ErrorKind::Verify, "{}: {} is not stored as states", sw, d.name);
     const std::vector<StoredPart>& parts = codec->parts();
@@ -446,20 +490,17 @@ class SampleExporter {
     const int64_t H = static_cast<int64_t>(d.dims.back());
     size_t count = 1;
     for (uint64_t r : rows) count *= r;
-    if (parts.size() == 1 && parts.front().element == DType::BF16) {
-      io::read_stored_bytes(fd, d, dst, sw);  // the stored bits are the answer: straight into place
-      return;
-    }
-    part_bufs_.resize(parts.size());
+    if (parts.size() == 1 && parts.front().element == DType::BF16)
+      return reinterpret_cast<const uint16_t*>(bytes_of(bytes, d, sw));  // the stored bits are the answer
     std::vector<const void*> part_data;
     for (size_t p = 0; p < parts.size(); ++p) {
       const io::StoredDataset& part = p == 0 ? d : need(s, d.name + parts[p].suffix, parts[p].dims(rows, H), sw);
       E3_REQUIRE(part.element == parts[p].element, ErrorKind::Verify, "{}: {} is not stored as states", sw, part.name);
-      part_bufs_[p].resize(part.bytes);
-      io::read_stored_bytes(fd, part, part_bufs_[p].data(), sw);
-      part_data.push_back(part_bufs_[p].data());
+      part_data.push_back(bytes_of(bytes, part, sw));
     }
-    codec->decode_bf16(codec->split(part_data, count, H), H, dst);
+    buf.resize(count * static_cast<size_t>(H));
+    codec->decode_bf16(codec->split(part_data, count, H), H, buf.data());
+    return buf.data();
   }
 
   void append_row(std::string& out, int64_t T) const {
@@ -470,17 +511,16 @@ class SampleExporter {
     fmt::format_to(std::back_inserter(out), "],\"seq_len\":{}}}\n", T);
   }
 
+  StageCounters& stages_;
   const ExportOptions& o_;
   const io::ShardDescription& d_;
   const std::vector<int64_t>& stored_;
   const std::string final_;  // the dataset of the final state this format trains on
   const std::vector<size_t> order_;  // exported_capture_order: the captures in the order written
   const bool reorder_;               // not SRC's order: written through aux_
-  std::vector<uint8_t> raw_;
-  std::vector<std::vector<uint8_t>> part_bufs_;  // one state's parts, as stored
   std::vector<int64_t> ids_, mask_;
   std::vector<uint16_t> states_, final_rows_, spec_, aux_;
-  uint64_t bytes_read_ = 0;
+  io::DirectBuffer direct_;  // the files go to DEST past the page cache, through this
 };
 
 void make_directory(const fs::path& dir) {
@@ -525,6 +565,191 @@ void sync_file_system(const fs::path& dir) {
   io::Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   E3_REQUIRE(fd.get() >= 0 && ::syncfs(fd.get()) == 0, ErrorKind::Output, "syncing {}: {}", dir.string(),
              std::strerror(errno));
+}
+
+// ---- one shard
+
+// Memory for one dataset's stored bytes, reused from sample to sample (not zeroed: the read
+// fills it).
+struct ByteBuffer {
+  std::unique_ptr<unsigned char[]> data;
+  size_t capacity = 0;
+  unsigned char* fit(size_t n) {
+    if (n > capacity) {
+      data.reset(new unsigned char[n]);
+      capacity = n;
+    }
+    return data.get();
+  }
+};
+
+// What one exporting thread reuses from shard to shard: the sample layout's buffers and the
+// datasets' bytes.
+struct ExportContext {
+  ExportContext(const ExportOptions& o, const Source& s, StageCounters& stages)
+      : exporter(o, s.description, s.stored, stages) {}
+  SampleExporter exporter;
+  std::vector<ByteBuffer> free;  // buffers of samples written
+};
+
+// The contexts of the threads, each taken by the shard being exported and given back after.
+class ContextPool {
+ public:
+  ContextPool(const ExportOptions& o, const Source& s, StageCounters& stages) : o_(o), s_(s), stages_(stages) {}
+  std::unique_ptr<ExportContext> take() {
+    std::lock_guard<std::mutex> lock(m_);
+    if (free_.empty()) return std::make_unique<ExportContext>(o_, s_, stages_);
+    std::unique_ptr<ExportContext> c = std::move(free_.back());
+    free_.pop_back();
+    return c;
+  }
+  void give_back(std::unique_ptr<ExportContext> c) {
+    std::lock_guard<std::mutex> lock(m_);
+    free_.push_back(std::move(c));
+  }
+
+ private:
+  const ExportOptions& o_;
+  const Source& s_;
+  StageCounters& stages_;
+  std::mutex m_;
+  std::vector<std::unique_ptr<ExportContext>> free_;
+};
+
+// What every shard's export adds to, shared by the threads.
+struct ExportTotals {
+  std::atomic<int64_t> shards_done{0}, samples{0};
+  std::atomic<uint64_t> written{0}, read{0};
+};
+
+// Exports one shard from the bytes verify's one read places (io::ShardConsumer): each sample's
+// file is written as soon as its datasets are in, under its temporary name, and published
+// (renamed, synced, the shard marked done) only once the whole shard has passed verify.
+class ShardExport final : public io::ShardConsumer {
+ public:
+  ShardExport(const ExportOptions& o, const Source& s, const io::CommittedShard& c, ContextPool& pool,
+              StageCounters& stages, ExportTotals& totals)
+      : o_(o), s_(s), c_(c), pool_(pool), stages_(stages), totals_(totals), context_(pool.take()) {}
+  ~ShardExport() override { pool_.give_back(std::move(context_)); }  // files_ not committed are removed
+
+  std::vector<Want> plan(const fs::path& path) override {
+    where_ = path.string();
+    layout_ = io::read_shard_layout(path);
+    E3_REQUIRE(layout_.description.run_fingerprint == s_.description.run_fingerprint, ErrorKind::Verify,
+               "{}: from another run than the first shard", where_);
+    std::vector<Want> wants;
+    for (size_t g = 0; g < layout_.samples.size(); ++g) {
+      first_want_.push_back(wants.size());
+      for (const io::StoredDataset* d : context_->exporter.wanted(layout_.samples[g])) {
+        wants.push_back({d->offset, d->bytes, g});
+        datasets_.push_back(d);
+      }
+    }
+    first_want_.push_back(wants.size());
+    placed_.resize(wants.size());
+    written_.assign(layout_.samples.size(), false);
+    rows_.assign(layout_.samples.size(), {});
+    return wants;
+  }
+
+  void* place(size_t i) override {
+    ByteBuffer b;
+    if (!context_->free.empty()) {
+      b = std::move(context_->free.back());
+      context_->free.pop_back();
+    }
+    b.fit(std::max<uint64_t>(datasets_[i]->bytes, 1));
+    placed_[i] = std::move(b);
+    return placed_[i].data.get();
+  }
+
+  void ready(size_t group) override {
+    const io::StoredSample& sample = layout_.samples[group];
+    const size_t first = first_want_[group], end = first_want_[group + 1];
+    const auto bytes = [&](const io::StoredDataset& d) -> const void* {
+      for (size_t i = first; i < end; ++i)
+        if (datasets_[i] == &d) return placed_[i].data.get();
+      return nullptr;
+    };
+    write(sample, bytes);
+    for (size_t i = first; i < end; ++i) context_->free.push_back(std::move(placed_[i]));
+  }
+
+  void passed() override {
+    // A sample none of whose datasets was wanted is written now: its missing datasets are the error.
+    for (size_t g = 0; g < layout_.samples.size(); ++g)
+      if (!written_[g]) write(layout_.samples[g], [](const io::StoredDataset&) -> const void* { return nullptr; });
+    {
+      ScopeTimer t(&stages_.write);
+      for (io::TempFile& f : files_) f.commit();
+      if (o_.format == ExportFormat::Speculators) {
+        // In sample order, whatever order the file holds them in (the shard's rows are consecutive).
+        io::TempFile fragment(rows_fragment(o_.dest, c_.shard_index));
+        for (const std::string& row : rows_) fragment.write(row.data(), row.size());
+        fragment.commit();
+      }
+    }
+    ScopeTimer t(&stages_.sync);
+    sync_file_system(o_.dest);
+    io::TempFile(done_marker(o_.dest, c_.shard_index)).commit();
+    ++totals_.shards_done;
+  }
+
+ private:
+  void write(const io::StoredSample& sample, const DatasetBytes& bytes) {
+    const auto g = static_cast<size_t>(&sample - layout_.samples.data());
+    totals_.written += context_->exporter.write(sample, bytes, where_, &rows_[g], &files_);
+    ++totals_.samples;
+    written_[g] = true;
+  }
+
+  const ExportOptions& o_;
+  const Source& s_;
+  const io::CommittedShard& c_;
+  ContextPool& pool_;
+  StageCounters& stages_;
+  ExportTotals& totals_;
+  std::unique_ptr<ExportContext> context_;
+  std::string where_;
+  io::ShardLayout layout_;
+  std::vector<const io::StoredDataset*> datasets_;  // of each want, in plan's order
+  std::vector<size_t> first_want_;                  // sample g's wants: [first_want_[g], first_want_[g + 1])
+  std::vector<ByteBuffer> placed_;                  // each want's bytes
+  std::vector<bool> written_;                       // each sample's file is in files_
+  std::vector<io::TempFile> files_;                 // the samples' files, closed, not yet renamed
+  std::vector<std::string> rows_;                   // speculators' data.jsonl row of each sample
+};
+
+// --skip-verify: the same export without verify's checks, each wanted dataset read by pread
+// in file order.
+void export_unchecked(const fs::path& path, ShardExport& e, std::mutex& hdf5, StageCounters& stages,
+                      ExportTotals& totals) {
+  std::vector<io::ShardConsumer::Want> wants;
+  {
+    ScopeTimer t(&stages.src.metadata);
+    std::lock_guard<std::mutex> lock(hdf5);
+    wants = e.plan(path);
+  }
+  io::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  E3_REQUIRE(fd.get() >= 0, ErrorKind::Verify, "{}: {}", path.string(), std::strerror(errno));
+  ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+  std::vector<size_t> order(wants.size()), left;
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return wants[a].offset < wants[b].offset; });
+  for (const auto& w : wants) {
+    if (left.size() <= w.group) left.resize(w.group + 1, 0);
+    ++left[w.group];
+  }
+  for (const size_t i : order) {
+    void* p = e.place(i);
+    {
+      ScopeTimer t(&stages.src.read);
+      io::pread_exact(fd.get(), p, wants[i].bytes, wants[i].offset, ErrorKind::Output, path.string());
+    }
+    totals.read += wants[i].bytes;
+    if (--left[wants[i].group] == 0) e.ready(wants[i].group);
+  }
+  e.passed();
 }
 
 }  // namespace
@@ -677,38 +902,20 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
     if (fs::exists(done_marker(o.dest, c.shard_index))) ++report.shards_resumed;
     else todo.push_back(&c);
   }
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const size_t pool_threads =
+      std::max<size_t>(1, std::min(o.threads > 0 ? static_cast<size_t>(o.threads) : cores, todo.size()));
   std::mutex hdf5;  // HDF5 is built without thread safety
-  std::atomic<int64_t> shards_done{0}, samples{0};
-  std::atomic<uint64_t> written{0}, read{0};
-  // One shard: its layout under the HDF5 lock, then its samples one at a time by pread.
-  const auto export_shard = [&](const io::CommittedShard& c) {
-    if (fs::exists(done_marker(o.dest, c.shard_index))) return;  // done by an earlier run
-    const fs::path path = o.src / c.file;
-    io::ShardLayout layout;
-    {
-      std::lock_guard<std::mutex> lock(hdf5);
-      layout = io::read_shard_layout(path);
-    }
-    E3_REQUIRE(layout.description.run_fingerprint == s.description.run_fingerprint, ErrorKind::Verify,
-               "{}: from another run than the first shard", path.string());
-    io::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    E3_REQUIRE(fd.get() >= 0, ErrorKind::Verify, "{}: {}", path.string(), std::strerror(errno));
-    SampleExporter exporter(o, s.description, s.stored);
-    std::string rows;
-    for (const io::StoredSample& sample : layout.samples) {
-      written += exporter.write(fd.get(), sample, path.string(), &rows);
-      ++samples;
-    }
-    read += exporter.bytes_read();
-    if (o.format == ExportFormat::Speculators) {
-      io::TempFile fragment(rows_fragment(o.dest, c.shard_index));
-      fragment.write(rows.data(), rows.size());
-      fragment.commit();
-    }
-    sync_file_system(o.dest);
-    io::TempFile(done_marker(o.dest, c.shard_index)).commit();
-    ++shards_done;
+  StageCounters stages;
+  ExportTotals totals;
+  ContextPool contexts(o, s, stages);
+  const auto export_shard = [&](const io::CommittedShard& c) -> std::unique_ptr<ShardExport> {
+    if (fs::exists(done_marker(o.dest, c.shard_index))) return nullptr;  // done by an earlier run
+    return std::make_unique<ShardExport>(o, s, c, contexts, stages, totals);
   };
+  auto& shards_done = totals.shards_done;
+  auto& samples = totals.samples;
+  auto& written = totals.written;
 
   std::mutex m;
   std::condition_variable cv;
@@ -731,27 +938,30 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
   };
   try {
     if (!o.skip_verify) {
-      // Verify's pool reads each shard of this process's share (the same share) and hands it over
-      // as soon as it has passed, while its bytes are in the page cache: one read from the disk.
       io::VerifyOptions v;
       v.threads = o.threads;
       v.rank = o.rank;
       v.ranks = o.ranks;
       v.hdf5_lock = &hdf5;
-      v.on_shard_checked = [&](const io::CommittedShard& c, const fs::path&) { export_shard(c); };
+      v.stages = &stages.src;
+      // Verify's pool reads each shard of this process's share (the same share) once: each
+      // sample is converted from the bytes it checks, and published once its shard has passed.
+      v.consumer = [&](const io::CommittedShard& c, const fs::path&) -> std::unique_ptr<io::ShardConsumer> {
+        return export_shard(c);
+      };
       const io::VerifyReport r = io::verify_output(o.src, v);
       io::require_complete(r, o.src);
       report.bytes_read += r.bytes_read;
     } else {
-      const size_t cores = std::max(1u, std::thread::hardware_concurrency());
-      const size_t threads =
-          std::max<size_t>(1, std::min(o.threads > 0 ? static_cast<size_t>(o.threads) : cores, todo.size()));
+      const size_t threads = pool_threads;
       std::atomic<size_t> next{0};
       std::atomic<bool> failed{false};
       std::vector<std::exception_ptr> errors(threads);
       auto work = [&](size_t t) {
         try {
-          for (size_t i; !failed && (i = next++) < todo.size();) export_shard(*todo[i]);
+          for (size_t i; !failed && (i = next++) < todo.size();)
+            if (const std::unique_ptr<ShardExport> e = export_shard(*todo[i]))
+              export_unchecked(o.src / todo[i]->file, *e, hdf5, stages, totals);
         } catch (...) {
           errors[t] = std::current_exception();
           failed = true;
@@ -771,9 +981,21 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
   stop_reporter();
   report.samples = samples;
   report.bytes_written = written;
-  report.bytes_read += read;
+  report.bytes_read += totals.read;
   report.seconds = elapsed();
+  report.threads = static_cast<int>(pool_threads);
+  report.stages = {stage_seconds(stages.src.read),     stage_seconds(stages.src.checksum),
+                   stage_seconds(stages.src.metadata), stage_seconds(stages.src.values),
+                   stage_seconds(stages.convert),      stage_seconds(stages.write),
+                   stage_seconds(stages.sync)};
   return report;
+}
+
+std::string stages_text(const ExportStages& s, int threads) {
+  return fmt::format("read {:.1f} s, checksum {:.1f} s, metadata {:.1f} s, values {:.1f} s, convert {:.1f} s, write "
+                     "{:.1f} s, sync {:.1f} s (summed over {} thread{})",
+                     s.read, s.checksum, s.metadata, s.values, s.convert, s.write, s.sync, threads,
+                     threads == 1 ? "" : "s");
 }
 
 void finish_export(const ExportOptions& o) {

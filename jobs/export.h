@@ -43,11 +43,25 @@ struct ExportProgress {
   double seconds = 0;
 };
 
+// Where an export's time went, in seconds summed over its threads (they overlap: the sum
+// exceeds the wall time when several threads work at once).
+struct ExportStages {
+  double read = 0;      // SRC's bytes, by pread
+  double checksum = 0;  // verify's checksum of them
+  double metadata = 0;  // HDF5's calls (verify's checks, the layout), waiting for its lock included
+  double values = 0;    // verify's NaN/Inf and scale checks
+  double convert = 0;   // to bf16, and the layouts the formats write (interleaving, reordering)
+  double write = 0;     // DEST's files (the torch zip's CRC-32 included), renames included
+  double sync = 0;      // syncfs before each shard is marked done, and the mark
+};
+
 struct ExportReport {
   int64_t shards = 0, shards_resumed = 0;  // this process's share; resumed: done by an earlier run
   int64_t samples = 0;  // each its own file
   uint64_t bytes_written = 0, bytes_read = 0;
   double seconds = 0;
+  int threads = 0;  // that exported shards at once
+  ExportStages stages;
   bool nothing_to_do = false;  // DEST already holds the whole export
 };
 
@@ -98,6 +112,8 @@ enum class ExportStart {
 ExportStart prepare_export(const ExportOptions& o, std::optional<DirLock>* lock = nullptr);
 // Every rank: exports its share of the shards not done by an earlier run.
 ExportReport export_shards(const ExportOptions& o, const std::function<void(const ExportProgress&)>& progress = {});
+// The per-stage account of an export: "read 4.1 s, checksum 0.5 s, ... (summed over 16 threads)".
+std::string stages_text(const ExportStages& s, int threads);
 // Rank 0, after every rank's share is done: speculators' data.jsonl (the rows in order), the
 // draft vocabulary's files (from the token counts of every shard), export.json (what was
 // exported from what), and the export state removed.

@@ -255,6 +255,34 @@ TEST(TorchSave, SameInputSameBytes) {
   EXPECT_EQ(read_all(dir / "a.pt"), read_all(dir / "b.pt"));
 }
 
+// Written past the page cache (O_DIRECT, issue 21), through a buffer smaller than the tensors so
+// that it is flushed mid-record and each record's CRC patches a block already on the disk: the
+// same bytes as through the page cache. (Where the file system refuses O_DIRECT, as tmpfs may,
+// both go through the page cache.)
+TEST(TorchSave, DirectWritesTheSameBytes) {
+  TempDir dir;
+  const auto big = bytes_of(3 * 4096 + 123, 7), small = bytes_of(100, 8);
+  const Entries entries = {{"a", TensorRef{"", TensorElement::U8, {3 * 4096 + 123}, big.data()}},
+                           {"b", TensorRef{"", TensorElement::U8, {100}, small.data()}},
+                           {"id", std::string("x")}};
+  write_torch_dict(dir / "buffered.pt", entries);
+  e3::io::DirectBuffer direct(2 * 4096);
+  write_torch_dict(dir / "direct.pt", entries, &direct);
+  EXPECT_EQ(read_all(dir / "direct.pt"), read_all(dir / "buffered.pt"));
+  // Held: closed under its temporary name until committed; dropped, it leaves nothing.
+  {
+    std::vector<e3::io::TempFile> held;
+    write_torch_dict(dir / "held.pt", entries, &direct, &held);
+    ASSERT_EQ(held.size(), 1u);
+    EXPECT_FALSE(std::filesystem::exists(dir / "held.pt"));
+    held.front().commit();
+    EXPECT_EQ(read_all(dir / "held.pt"), read_all(dir / "buffered.pt"));
+    write_torch_dict(dir / "dropped.pt", entries, &direct, &held);
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "dropped.pt"));
+  EXPECT_FALSE(std::filesystem::exists(e3::io::temporary_path(dir / "dropped.pt")));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Failures
 

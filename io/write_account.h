@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/stage_timer.h"
+
 namespace e3::io {
 
 enum class WriteStage {
@@ -25,6 +27,7 @@ inline constexpr size_t kWriteStages = 8;
 
 class WriteAccount {
  public:
+  std::atomic<uint64_t>& counter(WriteStage s) { return ns_[static_cast<size_t>(s)]; }
   void add(WriteStage s, std::chrono::steady_clock::duration d) {
     ns_[static_cast<size_t>(s)].fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()),
                                           std::memory_order_relaxed);
@@ -43,24 +46,10 @@ class WriteAccount {
   std::atomic<uint64_t> bytes_{0};
 };
 
-// Times a scope into an account (none: not timed).
-class StageTimer {
+// Times a scope into an account's stage (no account: not timed).
+class StageTimer : public ScopeTimer {
  public:
-  StageTimer(WriteAccount* account, WriteStage stage)
-      : account_(account), stage_(stage), start_(account ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{}) {}
-  ~StageTimer() { stop(); }
-  // Ends the timed part before the scope does.
-  void stop() {
-    if (account_) account_->add(stage_, std::chrono::steady_clock::now() - start_);
-    account_ = nullptr;
-  }
-  StageTimer(const StageTimer&) = delete;
-  StageTimer& operator=(const StageTimer&) = delete;
-
- private:
-  WriteAccount* account_;
-  WriteStage stage_;
-  std::chrono::steady_clock::time_point start_;
+  StageTimer(WriteAccount* account, WriteStage stage) : ScopeTimer(account ? &account->counter(stage) : nullptr) {}
 };
 
 }  // namespace e3::io

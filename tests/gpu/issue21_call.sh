@@ -12,3 +12,5 @@ BIN=$PWD/build-gpu/new/eagle3_extract SRC=/root/e3x/src DEST_DIR=/root/e3x/expor
 rm -rf /root/e3x
 timeout ${HF_S:-120} bash tests/gpu/issue21.sh hf
 HF_ITERS=2 ITERS=4 BUDGET_BATCHES="4 64" timeout ${SCALING_S:-180} bash tests/gpu/issue21_scaling.sh
+# Only 8 files come back from a call: everything in one archive, the summaries beside it.
+tar -czf /tmp/issue21_logs.tgz -C "$OUT" . && find "$OUT" -mindepth 1 -maxdepth 1 ! -name issue21.log ! -name issue21_export.log ! -name scaling.jsonl -exec rm -rf {} + && mv /tmp/issue21_logs.tgz "$OUT/"

@@ -236,18 +236,7 @@ void TempFile::write_at(uint64_t offset, const void* data, size_t n) {
     return;
   }
   flush();
-  const auto* p = static_cast<const unsigned char*>(data);
-  while (n > 0) {
-    const ssize_t done = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
-    if (done < 0) {
-      if (errno == EINTR) continue;
-      fail("cannot write", errno);
-    }
-    if (done == 0) fail("cannot write", EIO);
-    p += done;
-    offset += static_cast<uint64_t>(done);
-    n -= static_cast<size_t>(done);
-  }
+  pwrite_fd(data, n, offset);
 }
 
 void TempFile::close() {

@@ -54,10 +54,15 @@ struct QuantWeights {
   bool f32_scale = false;
 };
 
+// The two Hopper kernels: cp.async loads in every thread (grouped_gemm_sm90.cu,
+// E3_GEMM_VARIANT=4), or a loader warpgroup with the tensor copy engine feeding two computing
+// warpgroups over persistent tiles (grouped_gemm_sm90_ws.cu, 5, the default). Same bits.
+enum class HopperGemm { CpAsync, WarpSpecialized };
+
 // C_e = A_e W_e^T for every expert in one launch on sm_90 (wgmma). With fuse_silu, W_e is
 // [gate (N/2 rows); up (N/2 rows)] and C gets silu(gate) * up. tile_offsets must count tiles
 // of grouped_gemm_hopper_tile_rows() rows; max_rows bounds the rows over all experts.
-void grouped_gemm_hopper(const GroupedArgs& g, bool fuse_silu, int64_t max_rows, cudaStream_t s);
+void grouped_gemm_hopper(const GroupedArgs& g, bool fuse_silu, int64_t max_rows, cudaStream_t s, HopperGemm kernel);
 int grouped_gemm_hopper_tile_rows();
 // The same with W kept quantized (the experts' gate_up or down stack: matrices 2e and 2e + 1
 // are expert e's gate and up with the silu fused, else matrix e is its down): each B tile is
@@ -65,6 +70,12 @@ int grouped_gemm_hopper_tile_rows();
 // grouped_gemm_hopper_reads says the stack's layout suits it.
 bool grouped_gemm_hopper_reads(const QuantStack& w);
 void grouped_gemm_hopper_quantized(const GroupedArgs& g, const QuantStack& w, bool fuse_silu, int64_t max_rows,
-                                   cudaStream_t s);
+                                   cudaStream_t s, HopperGemm kernel);
+
+// The warp-specialised kernel itself (grouped_gemm_sm90_ws.cu), reached through the two above.
+bool grouped_gemm_ws_reads(const GroupedArgs& g);
+void grouped_gemm_ws(const GroupedArgs& g, bool fuse_silu, int64_t max_rows, cudaStream_t s);
+void grouped_gemm_ws_quantized(const GroupedArgs& g, const QuantWeights& qw, bool int4, bool fuse_silu,
+                               int64_t max_rows, cudaStream_t s);
 
 }  // namespace e3::kernels::cuda

@@ -375,7 +375,11 @@ void launch_grouped(const GroupedArgs& g, int64_t max_rows, cudaStream_t s) {
   E3_CUDA_LAUNCH_CHECK("grouped_gemm");
 }
 
-constexpr int kHopperVariant = CudaOptions::kHopperGemmVariant;
+constexpr int kHopperVariant = CudaOptions::kHopperGemmVariant, kHopperWsVariant = CudaOptions::kHopperWsGemmVariant;
+bool is_hopper(int variant) { return variant == kHopperVariant || variant == kHopperWsVariant; }
+HopperGemm hopper_kernel(int variant) {
+  return variant == kHopperWsVariant ? HopperGemm::WarpSpecialized : HopperGemm::CpAsync;
+}
 
 template <bool FUSE>
 void grouped_gemm_portable(const GroupedArgs& g, int64_t max_rows, cudaStream_t s, int variant) {
@@ -388,7 +392,7 @@ void grouped_gemm_portable(const GroupedArgs& g, int64_t max_rows, cudaStream_t 
 }
 
 void grouped_gemm(const GroupedArgs& g, bool fuse, int64_t max_rows, cudaStream_t s, int variant) {
-  if (variant == kHopperVariant) return grouped_gemm_hopper(g, fuse, max_rows, s);
+  if (is_hopper(variant)) return grouped_gemm_hopper(g, fuse, max_rows, s, hopper_kernel(variant));
   if (fuse) grouped_gemm_portable<true>(g, max_rows, s, variant);
   else grouped_gemm_portable<false>(g, max_rows, s, variant);
 }
@@ -415,14 +419,14 @@ void moe_route(Tensor logits, const Tensor* correction_bias, const RouterParams&
 }
 
 int resolve_gemm_variant(int requested, bool hopper_available) {
-  E3_REQUIRE(requested != kHopperVariant || hopper_available, ErrorKind::Usage,
-             "E3_GEMM_VARIANT=4 asks for the sm_90a grouped GEMM, which this GPU or build lacks");
-  if (requested == CudaOptions::kAutoGemmVariant) return hopper_available ? kHopperVariant : 0;
+  E3_REQUIRE(!is_hopper(requested) || hopper_available, ErrorKind::Usage,
+             "E3_GEMM_VARIANT={} asks for an sm_90a grouped GEMM, which this GPU or build lacks", requested);
+  if (requested == CudaOptions::kAutoGemmVariant) return hopper_available ? kHopperWsVariant : 0;
   return requested;
 }
 
 bool moe_reads_quantized(const ExpertStack& ex, const MoeKernelChoice& k) {
-  return k.experts_in_gemm && ex.gate_up_q.quantized() && k.gemm_variant == kHopperVariant &&
+  return k.experts_in_gemm && ex.gate_up_q.quantized() && is_hopper(k.gemm_variant) &&
          grouped_gemm_hopper_reads(ex.gate_up_q) && grouped_gemm_hopper_reads(ex.down_q);
 }
 
@@ -472,7 +476,7 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
   mark("moe_dispatch");
   E3_CUDA_CHECK(cudaMemsetAsync(l.pair_row, 0xff, static_cast<size_t>(pairs) * 4, s));
   count_kernel<<<E, kDispatchThreads, 0, s>>>(topk_ids.as<int32_t>(), pairs, ex.first_expert, l.counts);
-  const int tile_rows = variant == kHopperVariant ? grouped_gemm_hopper_tile_rows() : kGBM;
+  const int tile_rows = is_hopper(variant) ? grouped_gemm_hopper_tile_rows() : kGBM;
   scan_kernel<<<1, 32, 0, s>>>(l.counts, E, tile_rows, l.row_offsets, l.tile_offsets);
   fill_kernel<<<E, kDispatchThreads, 0, s>>>(topk_ids.as<int32_t>(), topk_weights.as<float>(), pairs, K,
                                              ex.first_expert, l.row_offsets, l.perm_token, l.perm_weight, l.pair_row);
@@ -484,13 +488,13 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
     mark("moe_gemm_gate_up_silu");  // A rows gathered from x by token, in place; silu(g) * u in the epilogue
     GroupedArgs fused = gate_up;
     fused.c = l.act;
-    if (in_gemm) grouped_gemm_hopper_quantized(fused, stack.gate_up_q, true, max_rows, s);
+    if (in_gemm) grouped_gemm_hopper_quantized(fused, stack.gate_up_q, true, max_rows, s, hopper_kernel(variant));
     else grouped_gemm(fused, true, max_rows, s, variant);
   } else {
     mark("moe_gemm_gate_up");
     GroupedArgs plain = gate_up;
     plain.c = l.gate_up;
-    if (in_gemm) grouped_gemm_hopper_quantized(plain, stack.gate_up_q, false, max_rows, s);
+    if (in_gemm) grouped_gemm_hopper_quantized(plain, stack.gate_up_q, false, max_rows, s, hopper_kernel(variant));
     else grouped_gemm(plain, false, max_rows, s, variant);
     mark("moe_silu");
     const unsigned cols_blocks = std::min<unsigned>(blocks_for(I, 256), 64u);
@@ -505,7 +509,7 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
   mark("moe_gemm_down");
   const GroupedArgs down{l.act, nullptr, I, ex.down.as<bf16>(), l.y, l.row_offsets, l.tile_offsets, E,
                          static_cast<int>(H), static_cast<int>(I)};
-  if (in_gemm) grouped_gemm_hopper_quantized(down, stack.down_q, false, max_rows, s);
+  if (in_gemm) grouped_gemm_hopper_quantized(down, stack.down_q, false, max_rows, s, hopper_kernel(variant));
   else grouped_gemm(down, false, max_rows, s, variant);
 
   mark("moe_combine");

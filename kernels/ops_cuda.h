@@ -43,13 +43,13 @@ void moe_route(Tensor logits, const Tensor* correction_bias, const RouterParams&
 using MoePhaseHook = std::function<void(const char* phase)>;
 // The kernels moe_experts runs, fixed when the backend is created.
 struct MoeKernelChoice {
-  int gemm_variant = 0;          // resolve_gemm_variant's: 0-3 portable, 4 the sm_90a wgmma kernel
+  int gemm_variant = 0;          // resolve_gemm_variant's: 0-3 portable, 4 and 5 the sm_90a wgmma kernels
   bool fuse_silu = true;         // the silu in the gate/up GEMM's epilogue (not E3_MOE_UNFUSED)
   bool experts_in_gemm = false;  // kept-quantized experts converted inside the wgmma GEMM where it
                                  // can (moe_reads_quantized), not dequantized into the scratch first
 };
 // CudaOptions::gemm_variant on a GPU with (hopper_available) or without the sm_90a grouped GEMM
-// (hopper_grouped_gemm_built): auto picks; 4 where it is missing is a usage error.
+// (hopper_grouped_gemm_built): auto picks; 4 or 5 where it is missing is a usage error.
 int resolve_gemm_variant(int requested, bool hopper_available);  // moe_cuda.cu
 void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& experts, Tensor out,
                  Tensor scratch, const MoeKernelChoice& kernels, cudaStream_t s,

@@ -341,12 +341,15 @@ TEST_F(CudaKernel, HopperGpusRunTheWgmmaGroupedGemm) {
 }
 
 TEST_F(CudaKernel, ExpertsOfOneRankMatchTheCpuTwin) {
-  // Every grouped-GEMM kernel and tile shape (4: the Hopper wgmma kernel), with and without
+  // Every grouped-GEMM kernel and tile shape (4 and 5: the Hopper wgmma kernels), with and without
   // the silu fused into its epilogue; experts with more rows than one 128-row tile, K shorter
   // than one k-tile and longer than the pipeline, N across several column tiles with a
   // partial last one.
   std::vector<int> variants{0, 1, 2, 3};
-  if (runs_wgmma(*gpu_)) variants.push_back(CudaOptions::kHopperGemmVariant);
+  if (runs_wgmma(*gpu_)) {
+    variants.push_back(CudaOptions::kHopperGemmVariant);
+    variants.push_back(CudaOptions::kHopperWsGemmVariant);
+  }
   for (int variant : variants)
     for (bool unfused : {false, true}) {
       gpu_ = make_cuda_backend(0, CudaOptions{variant, unfused});
@@ -434,6 +437,57 @@ TEST_F(CudaKernel, DequantizeMatchesTheCpuTwinExactly) {
     }
     EXPECT_EQ(differ, 0u) << "of " << got.size();
     EXPECT_EQ(nonfinite, 0u);
+  }
+}
+
+TEST_F(CudaKernel, TheWarpSpecialisedGemmGivesTheCpAsyncKernelsBits) {
+  // Both Hopper kernels sum every output's k-tiles in the same order, so their bits agree, for
+  // bf16 and kept-quantized experts, with and without the silu fused. Enough tiles that each
+  // persistent block of the warp-specialised kernel walks several, with partial m- and n-tiles
+  // and K not a multiple of the 64-column k-tile for bf16 (the quantized path needs one).
+  if (!runs_wgmma(*gpu_)) GTEST_SKIP() << "no sm_90a image for this GPU";
+  const int E = 16, local = 8, first = 8, K = 4;
+  const int64_t M = 5000;
+  auto run = [&](int variant, bool unfused, bool quantized_in_gemm, const Pair& x, const Pair& ids, const Pair& w,
+                 const ExpertStack& experts, int64_t H, int64_t I) {
+    std::unique_ptr<Backend> gpu = make_cuda_backend(0, CudaOptions{variant, unfused});
+    gpu->set_quantized_experts_in_gemm(quantized_in_gemm);
+    EXPECT_EQ(gpu->reads_quantized_experts(experts), quantized_in_gemm);
+    Pair out = poisoned(M, H, DType::F32);
+    const MoeScratchShape shape{K, local, H, I, false};
+    DeviceBuffer scratch = gpu->allocate(gpu->moe_scratch_bytes(M, shape));
+    gpu->moe_experts(x.gpu, ids.gpu, w.gpu, experts, out.gpu,
+                     scratch.view(DType::I32, 1, static_cast<int64_t>(scratch.bytes() / 4)));
+    std::vector<float> got = host(*gpu, out.gpu);
+    size_t nonfinite = 0;
+    for (float v : got) nonfinite += !std::isfinite(v);
+    EXPECT_EQ(nonfinite, 0u) << "unwritten or overflowing outputs";
+    return got;
+  };
+  auto [ids, w] = routing(M, K, E);
+  {
+    const int64_t H = 520, I = 648;  // k of the down GEMM 648 = 10 k-tiles and 8 columns
+    Pair x = make(M, H, bf16_rounded(M * H, 61));
+    Pair gate_up = make(local * 2 * I, H, bf16_rounded(local * 2 * I * H, 62, 0.3f));
+    Pair down = make(local * H, I, bf16_rounded(local * H * I, 63, 0.3f));
+    const ExpertStack eg{gate_up.gpu, down.gpu, first, local, I, {}, {}};
+    for (bool unfused : {false, true}) {
+      SCOPED_TRACE(fmt::format("bf16 experts, unfused {}", unfused));
+      const std::vector<float> ws = run(CudaOptions::kHopperWsGemmVariant, unfused, false, x, ids, w, eg, H, I);
+      EXPECT_EQ(ws, run(CudaOptions::kHopperGemmVariant, unfused, false, x, ids, w, eg, H, I));
+    }
+  }
+  const int64_t H = 512, I = 704;
+  Pair x = make(M, H, bf16_rounded(M * H, 64));
+  for (auto format : {QuantStack::Format::Fp8Block, QuantStack::Format::Int4Group}) {
+    QuantPair gu = make_quant(*gpu_, format, ScaleType::F32, 2 * local, I, H, 65);
+    QuantPair dn = make_quant(*gpu_, format, ScaleType::F32, local, H, I, 66);
+    const ExpertStack eg{Tensor{}, Tensor{}, first, local, I, gu.gpu, dn.gpu};
+    for (bool unfused : {false, true}) {
+      SCOPED_TRACE(fmt::format("format {}, unfused {}", static_cast<int>(format), unfused));
+      const std::vector<float> ws = run(CudaOptions::kHopperWsGemmVariant, unfused, true, x, ids, w, eg, H, I);
+      EXPECT_EQ(ws, run(CudaOptions::kHopperGemmVariant, unfused, true, x, ids, w, eg, H, I));
+    }
   }
 }
 

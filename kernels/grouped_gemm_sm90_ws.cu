@@ -3,10 +3,12 @@
 // Warpgroup 0 only loads: its first thread has the tensor copy engine bring each B tile (the
 // experts' weights, contiguous rows, so a 2-D tensor map serves every expert), while its 128
 // threads gather the A rows with cp.async (the token permutation, which the copy engine cannot
-// follow). Warpgroups 1 and 2 only compute (wgmma m64n256k16, 64 rows each) and run the
+// follow), or, where A's rows are the expert-grouped rows themselves (the down GEMM), the
+// copy engine brings A too. Warpgroups 1 and 2 only compute (wgmma m64n256k16, 64 rows each) and run the
 // epilogue, while the loader already fills the stages of the next tile. Stages are handed over
-// through mbarriers: `full` (the loader's threads and the copy engine's bytes) and `empty` (one
-// arrival per computing warp once its wgmma has read the stage). Every output element sums its
+// through mbarriers: `full` (the copy engine's bytes, and each loader thread's cp.async copies
+// once they land) and `empty` (one arrival per computing warp once its wgmma has read the
+// stage). Every output element sums its
 // k-tiles in the same order as grouped_gemm_sm90.cu, so both kernels give the same bits.
 //
 // With quantized experts (INT4 or FP8) a stage carries the packed bytes; each computing thread
@@ -24,9 +26,6 @@ using namespace sm90;
 constexpr int kBM = 128, kBN = kTileN, kBK = kTileK;
 constexpr int kThreads = 384, kLoaderThreads = 128, kComputeThreads = 256;
 constexpr int kStages = 4;
-// The loader signals a stage's A rows kSignalLag loads after issuing them (once cp.async says
-// they have landed and its proxy fence is done), so that several loads stay in flight.
-constexpr int kSignalLag = 2;
 constexpr int kABytes = kBM * kBK * 2, kBBytes = kBN * kBK * 2;
 // Registers per thread after setmaxnreg: the loader needs few, the 128 accumulators many.
 constexpr int kLoaderRegs = 56, kComputeRegs = 224;
@@ -44,9 +43,11 @@ struct Smem {
 __device__ __forceinline__ void compute_barrier() { asm volatile("bar.sync 1, %0;\n" ::"n"(kComputeThreads) : "memory"); }
 #endif
 
-template <bool FUSE_SILU, int QB>
+// A_TMA: A's rows are the expert-grouped rows (no a_rows), loaded through a_map.
+template <bool FUSE_SILU, int QB, bool A_TMA>
 __global__ void __launch_bounds__(kThreads, 1)
-    grouped_gemm_ws_kernel(const __grid_constant__ CUtensorMap b_map, GroupedArgs g, QuantWeights qw, int n_tiles) {
+    grouped_gemm_ws_kernel(const __grid_constant__ CUtensorMap b_map, const __grid_constant__ CUtensorMap a_map,
+                           GroupedArgs g, QuantWeights qw, int n_tiles) {
 #ifdef E3_WGMMA
   using S = Smem<QB>;
   extern __shared__ unsigned char raw_smem[];
@@ -57,7 +58,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int tid = threadIdx.x, wg = tid / 128;
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(smem_addr(&full_bar[s]), kLoaderThreads + 1);  // + the copy engine's expect_tx arrival
+      // the expect_tx arrival, and each loader thread's cp.async arrival
+      mbar_init(smem_addr(&full_bar[s]), A_TMA ? 1 : kLoaderThreads + 1);
       mbar_init(smem_addr(&empty_bar[s]), kComputeThreads / 32);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -74,7 +76,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kLoaderRegs));
     const int chunk = tid % 8;
     constexpr int kAPer = kBM * 8 / kLoaderThreads;
-    int stage = 0, issued = 0, signalled = 0, signal_stage = 0;
+    int stage = 0;
     uint32_t phase = 0;
     for (int t = blockIdx.x; t < total; t += gridDim.x) {
       const ExpertTile et = expert_tile(g, t / n_tiles, kBM);
@@ -85,6 +87,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const bf16* a_src[kAPer];
 #pragma unroll
       for (int j = 0; j < kAPer; ++j) {
+        if (A_TMA) break;
         const int r = tid / 8 + j * (kLoaderThreads / 8);
         const int64_t src_row = r < et.rows ? (g.a_rows ? g.a_rows[et.row0 + r] : et.row0 + r) : -1;
         a_src[j] = src_row >= 0 ? g.a + src_row * g.lda + chunk * 8 : nullptr;
@@ -94,41 +97,31 @@ __global__ void __launch_bounds__(kThreads, 1)
         const uint32_t sa = base + stage * S::kStage, sb = sa + kABytes;
         if (tid == 0) {
           const uint32_t full = smem_addr(&full_bar[stage]);
-          mbar_arrive_expect_tx(full, S::kBStage);
+          mbar_arrive_expect_tx(full, S::kBStage + (A_TMA ? kABytes : 0));
+          if (A_TMA) tma_load_2d(sa, &a_map, full, kt * kBK, et.row0);
           const int inner = QB == kBf16 ? kt * kBK : kt * kPackedRow;
           tma_load_2d(sb, &b_map, full, inner, b_row0);
           tma_load_2d(sb + S::kBStage / 2, &b_map, full, inner, b_row1);
         }
-        const int k0 = kt * kBK;
-        const bool k_ok = k0 + chunk * 8 < g.k;
-        unsigned char* sa_ptr = smem + stage * S::kStage;
+        if (!A_TMA) {
+          const int k0 = kt * kBK;
+          const bool k_ok = k0 + chunk * 8 < g.k;
+          unsigned char* sa_ptr = smem + stage * S::kStage;
 #pragma unroll
-        for (int j = 0; j < kAPer; ++j) {
-          const int r = tid / 8 + j * (kLoaderThreads / 8);
-          const bool ok = k_ok && a_src[j];
-          cp_async_16(sa_ptr + sw128_offset(r, chunk), ok ? a_src[j] + k0 : g.a, ok);
+          for (int j = 0; j < kAPer; ++j) {
+            const int r = tid / 8 + j * (kLoaderThreads / 8);
+            const bool ok = k_ok && a_src[j];
+            cp_async_16(sa_ptr + sw128_offset(r, chunk), ok ? a_src[j] + k0 : g.a, ok);
+          }
+          cp_async_arrive_noinc(smem_addr(&full_bar[stage]));
         }
-        cp_async_commit();
-        ++issued;
         if (++stage == kStages) {
           stage = 0;
           phase ^= 1;
         }
-        if (issued - signalled > kSignalLag) {
-          cp_async_wait<kSignalLag>();
-          fence_async_shared();
-          mbar_arrive(smem_addr(&full_bar[signal_stage]));
-          ++signalled;
-          signal_stage = (signal_stage + 1) % kStages;
-        }
       }
     }
     cp_async_wait<0>();
-    fence_async_shared();
-    for (; signalled < issued; ++signalled) {
-      mbar_arrive(smem_addr(&full_bar[signal_stage]));
-      signal_stage = (signal_stage + 1) % kStages;
-    }
   } else {
     // --- compute ---
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kComputeRegs));
@@ -143,8 +136,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Quantized B: wait for the stage of the next step and convert B row ctid of it into the
     // converted tile cbuf (last read three steps ago, by wgmmas every warpgroup has waited for
     // before it reached the barrier of the conversion after them).
-    auto convert_next = [&](int64_t q_row, const RowScales& sc) {
+    // cp.async's writes reach the tensor cores' proxy through each reader's fence after the wait.
+    auto wait_full = [&] {
       mbar_wait(smem_addr(&full_bar[stage]), phase);
+      if (!A_TMA) fence_async_shared();
+    };
+    auto convert_next = [&](int64_t q_row, const RowScales& sc) {
+      wait_full();
       const unsigned char* packed = smem + stage * S::kStage + kABytes + ctid * kPackedRow;
       convert_row<QB>(packed, smem + (converted - base) + cbuf * kBBytes, ctid, q_row >= 0, sc);
       fence_async_shared();
@@ -164,7 +162,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int i = 0; i < 128; ++i) d[i] = 0.0f;
       int prev_stage = -1;
       for (int kt = 0; kt < k_tiles; ++kt) {
-        if (QB == kBf16) mbar_wait(smem_addr(&full_bar[stage]), phase);
+        if (QB == kBf16) wait_full();
         const uint32_t sa = base + stage * S::kStage + cwg * (kBM / 2) * 128;
         const uint32_t sb = QB == kBf16 ? base + stage * S::kStage + kABytes : converted + cbuf * kBBytes;
 #pragma unroll
@@ -200,9 +198,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// The tensor map of B: a [rows, inner] matrix of bf16 (128 B swizzle, boxes of 64 x 128) or of
-// packed bytes (no swizzle, boxes of box_inner bytes x 128 rows).
-CUtensorMap b_tensor_map(const void* data, bool bf16_elements, uint64_t inner, uint64_t rows, uint32_t box_inner) {
+// The tensor map of a [rows, inner] matrix of bf16 (128 B swizzle, boxes of 64 x 128: the A and
+// B tiles) or of packed bytes (no swizzle, boxes of box_inner bytes x 128 rows), rows
+// pitch_bytes apart. Rows past `rows` read as zeros.
+CUtensorMap tile_map(const void* data, bool bf16_elements, uint64_t inner, uint64_t rows, uint64_t pitch_bytes,
+                     uint32_t box_inner) {
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
   cudaDriverEntryPointQueryResult found{};
   E3_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", reinterpret_cast<void**>(&encode), 12000,
@@ -211,7 +211,7 @@ CUtensorMap b_tensor_map(const void* data, bool bf16_elements, uint64_t inner, u
              "the CUDA driver has no cuTensorMapEncodeTiled (query result {})", static_cast<int>(found));
   CUtensorMap map{};
   const cuuint64_t dims[2] = {inner, rows};
-  const cuuint64_t strides[1] = {inner * (bf16_elements ? 2 : 1)};
+  const cuuint64_t strides[1] = {pitch_bytes};
   const cuuint32_t box[2] = {box_inner, kBN / 2};
   const cuuint32_t element_strides[2] = {1, 1};
   const CUresult rc =
@@ -220,16 +220,17 @@ CUtensorMap b_tensor_map(const void* data, bool bf16_elements, uint64_t inner, u
              bf16_elements ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   E3_REQUIRE(rc == CUDA_SUCCESS, ErrorKind::Internal,
-             "cuTensorMapEncodeTiled failed ({}) for B [{}, {}] at {}, box of {}", static_cast<int>(rc), rows, inner,
-             data, box_inner);
+             "cuTensorMapEncodeTiled failed ({}) for [{}, {}] at {}, pitch {} B, box of {}", static_cast<int>(rc), rows,
+             inner, data, pitch_bytes, box_inner);
   return map;
 }
 
-template <bool FUSE, int QB>
-void launch(const GroupedArgs& g, const QuantWeights& qw, const CUtensorMap& map, int64_t max_rows, cudaStream_t s) {
+template <bool FUSE, int QB, bool A_TMA>
+void launch(const GroupedArgs& g, const QuantWeights& qw, const CUtensorMap& b_map, const CUtensorMap& a_map,
+            int64_t max_rows, cudaStream_t s) {
   constexpr size_t smem = Smem<QB>::kBytes;
-  E3_CUDA_CHECK(cudaFuncSetAttribute(grouped_gemm_ws_kernel<FUSE, QB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(smem)));
+  auto* kernel = grouped_gemm_ws_kernel<FUSE, QB, A_TMA>;
+  E3_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const int cols = FUSE ? g.n / 2 : g.n, per_block = FUSE ? kBN / 2 : kBN;
   const int n_tiles = (cols + per_block - 1) / per_block;
   const int64_t max_tiles = ((max_rows + kBM - 1) / kBM + g.experts) * n_tiles;  // one partial m-tile per expert
@@ -237,38 +238,48 @@ void launch(const GroupedArgs& g, const QuantWeights& qw, const CUtensorMap& map
   E3_CUDA_CHECK(cudaGetDevice(&device));
   E3_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const unsigned blocks = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(max_tiles, sms)));
-  grouped_gemm_ws_kernel<FUSE, QB><<<blocks, kThreads, smem, s>>>(map, g, qw, n_tiles);
+  kernel<<<blocks, kThreads, smem, s>>>(b_map, a_map, g, qw, n_tiles);
   E3_CUDA_LAUNCH_CHECK("grouped_gemm_ws");
 }
 
+// The gathered A rows (gate/up) come with cp.async, the expert-grouped ones (down) through the
+// copy engine; only the gate/up GEMM fuses the silu.
 template <int QB>
-void launch_both(const GroupedArgs& g, const QuantWeights& qw, const CUtensorMap& map, bool fuse_silu,
-                 int64_t max_rows, cudaStream_t s) {
-  if (fuse_silu) launch<true, QB>(g, qw, map, max_rows, s);
-  else launch<false, QB>(g, qw, map, max_rows, s);
+void launch_any(const GroupedArgs& g, const QuantWeights& qw, const CUtensorMap& b_map, bool fuse_silu,
+                int64_t max_rows, cudaStream_t s) {
+  if (!g.a_rows && !fuse_silu) {
+    const CUtensorMap a_map = tile_map(g.a, true, static_cast<uint64_t>(g.k), static_cast<uint64_t>(max_rows),
+                                       static_cast<uint64_t>(g.lda) * 2, kBK);
+    return launch<false, QB, true>(g, qw, b_map, a_map, max_rows, s);
+  }
+  const CUtensorMap none{};
+  if (fuse_silu) launch<true, QB, false>(g, qw, b_map, none, max_rows, s);
+  else launch<false, QB, false>(g, qw, b_map, none, max_rows, s);
 }
 
 }  // namespace
 
 bool grouped_gemm_ws_reads(const GroupedArgs& g) {
-  // The copy engine wants a 16-byte aligned base and row pitch; cp.async 16-byte A rows.
+  // The copy engine wants 16-byte aligned bases and row pitches, as does cp.async.
   return reinterpret_cast<uintptr_t>(g.w) % 16 == 0 && g.k % 8 == 0 && g.lda % 8 == 0 &&
          reinterpret_cast<uintptr_t>(g.a) % 16 == 0;
 }
 
 void grouped_gemm_ws(const GroupedArgs& g, bool fuse_silu, int64_t max_rows, cudaStream_t s) {
   E3_REQUIRE(grouped_gemm_ws_reads(g), ErrorKind::Internal, "grouped_gemm_ws: unaligned operands");
-  const CUtensorMap map = b_tensor_map(g.w, true, static_cast<uint64_t>(g.k), uint64_t{static_cast<uint64_t>(g.experts)} * g.n, kBK);
-  launch_both<kBf16>(g, QuantWeights{}, map, fuse_silu, max_rows, s);
+  const uint64_t k = static_cast<uint64_t>(g.k);
+  const CUtensorMap b_map = tile_map(g.w, true, k, static_cast<uint64_t>(g.experts) * g.n, k * 2, kBK);
+  launch_any<kBf16>(g, QuantWeights{}, b_map, fuse_silu, max_rows, s);
 }
 
 void grouped_gemm_ws_quantized(const GroupedArgs& g, const QuantWeights& qw, bool int4, bool fuse_silu,
                                int64_t max_rows, cudaStream_t s) {
+  E3_REQUIRE(grouped_gemm_ws_reads(g), ErrorKind::Internal, "grouped_gemm_ws_quantized: unaligned operands");
   const uint32_t box = int4 ? packed_row_bytes<kInt4>() : packed_row_bytes<kFp8>();
-  const uint64_t stack_rows = uint64_t{static_cast<uint64_t>(g.experts)} * g.n;
-  const CUtensorMap map = b_tensor_map(qw.q, false, static_cast<uint64_t>(qw.row_bytes), stack_rows, box);
-  if (int4) launch_both<kInt4>(g, qw, map, fuse_silu, max_rows, s);
-  else launch_both<kFp8>(g, qw, map, fuse_silu, max_rows, s);
+  const uint64_t bytes = static_cast<uint64_t>(qw.row_bytes);
+  const CUtensorMap b_map = tile_map(qw.q, false, bytes, static_cast<uint64_t>(g.experts) * g.n, bytes, box);
+  if (int4) launch_any<kInt4>(g, qw, b_map, fuse_silu, max_rows, s);
+  else launch_any<kFp8>(g, qw, b_map, fuse_silu, max_rows, s);
 }
 
 }  // namespace e3::kernels::cuda

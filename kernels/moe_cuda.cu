@@ -126,7 +126,7 @@ __global__ void route_kernel(const float* logits, int64_t ls, const float* bias,
 
 struct Layout {  // the scratch buffer, carved up as moe_scratch_layout says
   bf16 *gate_up, *act, *y;
-  int32_t *perm_token, *pair_row, *counts, *row_offsets, *tile_offsets;
+  int32_t *perm_token, *pair_row, *chunk_counts, *row_offsets, *tile_offsets;
   float* perm_weight;
   bf16 *deq_gate_up, *deq_down;  // the experts dequantized for this call, when kept quantized
   size_t bytes;
@@ -142,7 +142,7 @@ Layout carve(void* base, int64_t tokens, int top_k, int experts, int64_t H, int6
   l.perm_token = reinterpret_cast<int32_t*>(b + m.perm_token);
   l.perm_weight = reinterpret_cast<float*>(b + m.perm_weight);
   l.pair_row = reinterpret_cast<int32_t*>(b + m.pair_row);
-  l.counts = reinterpret_cast<int32_t*>(b + m.counts);
+  l.chunk_counts = reinterpret_cast<int32_t*>(b + m.chunk_counts);
   l.row_offsets = reinterpret_cast<int32_t*>(b + m.row_offsets);
   l.tile_offsets = reinterpret_cast<int32_t*>(b + m.tile_offsets);
   l.deq_gate_up = reinterpret_cast<bf16*>(b + m.deq_gate_up);
@@ -151,69 +151,89 @@ Layout carve(void* base, int64_t tokens, int top_k, int experts, int64_t H, int6
   return l;
 }
 
-constexpr int kDispatchThreads = 256;
+// The dispatch lays out each local expert's rows in (token, slot) order, so that results never
+// depend on timing: each block takes a chunk of kMoeDispatchChunk pairs (one per thread).
+constexpr int kDispatchChunk = kMoeDispatchChunk, kDispatchWarps = kDispatchChunk / 32;
 
-__device__ int block_count(bool flag, int* warp_counts) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const unsigned ballot = __ballot_sync(0xffffffffu, flag);
-  if (lane == 0) warp_counts[warp] = __popc(ballot);
+// Block c counts the pairs of chunk c routed to each local expert.
+__global__ void chunk_count_kernel(const int32_t* ids, int64_t pairs, int first, int experts, int32_t* chunk_counts) {
+  extern __shared__ int chunk_count[];  // [experts]
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) chunk_count[e] = 0;
   __syncthreads();
-  int total = 0;
-  for (int w = 0; w < kDispatchThreads / 32; ++w) total += warp_counts[w];
+  const int64_t i = blockIdx.x * int64_t{kDispatchChunk} + threadIdx.x;
+  if (i < pairs) {
+    const int e = ids[i] - first;
+    if (e >= 0 && e < experts) atomicAdd(&chunk_count[e], 1);
+  }
   __syncthreads();
-  return total;
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) chunk_counts[blockIdx.x * int64_t{experts} + e] = chunk_count[e];
 }
 
-// Block e counts the pairs routed to local expert e.
-__global__ void count_kernel(const int32_t* ids, int64_t pairs, int first, int32_t* counts) {
-  __shared__ int warp_counts[kDispatchThreads / 32];
-  int total = 0;
-  for (int64_t base = 0; base < pairs; base += kDispatchThreads) {
-    const int64_t i = base + threadIdx.x;
-    total += block_count(i < pairs && ids[i] == first + static_cast<int>(blockIdx.x), warp_counts);
+// One block, a thread per local expert: each expert's first row and first tile (of bm rows),
+// and in place of the chunk counts each chunk's first row for the expert.
+__global__ void chunk_scan_kernel(int32_t* chunk_counts, int chunks, int experts, int bm, int32_t* row_offsets,
+                                  int32_t* tile_offsets) {
+  extern __shared__ int expert_rows[];  // [experts]: counts, then first rows
+  const int e = threadIdx.x;
+  if (e < experts) {
+    int total = 0;
+#pragma unroll 8
+    for (int c = 0; c < chunks; ++c) total += chunk_counts[c * int64_t{experts} + e];
+    expert_rows[e] = total;
   }
-  if (threadIdx.x == 0) counts[blockIdx.x] = total;
-}
-
-__global__ void scan_kernel(const int32_t* counts, int experts, int bm, int32_t* row_offsets, int32_t* tile_offsets) {
-  if (threadIdx.x != 0) return;
-  int rows = 0, tiles = 0;
-  for (int e = 0; e < experts; ++e) {
-    row_offsets[e] = rows;
-    tile_offsets[e] = tiles;
-    rows += counts[e];
-    tiles += (counts[e] + bm - 1) / bm;
-  }
-  row_offsets[experts] = rows;
-  tile_offsets[experts] = tiles;
-}
-
-// Block e lists its pairs in (token, slot) order, so that results never depend on timing.
-__global__ void fill_kernel(const int32_t* ids, const float* w, int64_t pairs, int top_k, int first,
-                            const int32_t* row_offsets, int32_t* perm_token, float* perm_weight, int32_t* pair_row) {
-  __shared__ int warp_counts[kDispatchThreads / 32];
-  const int e = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  int next = row_offsets[e];
-  for (int64_t base = 0; base < pairs; base += kDispatchThreads) {
-    const int64_t i = base + threadIdx.x;
-    const bool mine = i < pairs && ids[i] == first + e;
-    const unsigned ballot = __ballot_sync(0xffffffffu, mine);
-    if (lane == 0) warp_counts[warp] = __popc(ballot);
-    __syncthreads();
-    int before = 0, total = 0;
-    for (int w2 = 0; w2 < kDispatchThreads / 32; ++w2) {
-      if (w2 < warp) before += warp_counts[w2];
-      total += warp_counts[w2];
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int rows = 0, tiles = 0;
+    for (int x = 0; x < experts; ++x) {
+      const int n = expert_rows[x];
+      row_offsets[x] = rows;
+      tile_offsets[x] = tiles;
+      expert_rows[x] = rows;
+      rows += n;
+      tiles += (n + bm - 1) / bm;
     }
-    if (mine) {
-      const int pos = next + before + __popc(ballot & ((1u << lane) - 1u));
-      perm_token[pos] = static_cast<int32_t>(i / top_k);
-      perm_weight[pos] = w[i];
-      pair_row[i] = pos;
-    }
-    next += total;
-    __syncthreads();
+    row_offsets[experts] = rows;
+    tile_offsets[experts] = tiles;
   }
+  __syncthreads();
+  if (e < experts) {
+    int next = expert_rows[e];
+    for (int c = 0; c < chunks; ++c) {
+      int32_t& slot = chunk_counts[c * int64_t{experts} + e];
+      const int n = slot;
+      slot = next;
+      next += n;
+    }
+  }
+}
+
+// Block c places the pairs of chunk c: a pair's row is its chunk's first row for its expert
+// plus the pairs before it in the chunk with the same expert. Pairs of other ranks' experts
+// get row -1.
+__global__ void chunk_fill_kernel(const int32_t* ids, const float* w, int64_t pairs, int top_k, int first, int experts,
+                                  const int32_t* chunk_first, int32_t* perm_token, float* perm_weight,
+                                  int32_t* pair_row) {
+  extern __shared__ int warp_count[];  // [kDispatchWarps, experts]: each warp's pairs per expert
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int j = threadIdx.x; j < kDispatchWarps * experts; j += blockDim.x) warp_count[j] = 0;
+  __syncthreads();
+  const int64_t i = blockIdx.x * int64_t{kDispatchChunk} + threadIdx.x;
+  const int e = i < pairs ? ids[i] - first : -1;
+  const bool mine = e >= 0 && e < experts;
+  const unsigned same = __match_any_sync(0xffffffffu, mine ? e : -1);
+  const int before_in_warp = __popc(same & ((1u << lane) - 1u));
+  if (mine && before_in_warp == 0) warp_count[warp * experts + e] = __popc(same);
+  __syncthreads();
+  if (i >= pairs) return;
+  if (!mine) {
+    pair_row[i] = -1;
+    return;
+  }
+  int pos = chunk_first[blockIdx.x * int64_t{experts} + e] + before_in_warp;
+  for (int w2 = 0; w2 < warp; ++w2) pos += warp_count[w2 * experts + e];
+  perm_token[pos] = static_cast<int32_t>(i / top_k);
+  perm_weight[pos] = w[i];
+  pair_row[i] = pos;
 }
 
 __global__ void silu_rows_kernel(const bf16* gu, bf16* act, const int32_t* total_rows, int64_t I, int64_t r0) {
@@ -227,16 +247,34 @@ __global__ void silu_rows_kernel(const bf16* gu, bf16* act, const int32_t* total
 }
 
 // out[t] = sum over the token's slots routed here of weight * y[row], in fp32, in slot order.
+// out[t] = sum over the token's pairs, in slot order, of weight * y[row]. Eight columns per
+// thread (16-byte loads of y); `vector` also stores them as two float4 (out 16-byte aligned).
 __global__ void combine_kernel(const int32_t* pair_row, const float* perm_weight, const bf16* y, int top_k, float* out,
-                               int64_t os, int64_t H) {
+                               int64_t os, int64_t H, bool vector) {
   const int64_t t = blockIdx.x;
-  for (int64_t c = threadIdx.x; c < H; c += blockDim.x) {
-    float acc = 0.0f;
+  for (int64_t c = threadIdx.x * int64_t{8}; c < H; c += blockDim.x * int64_t{8}) {
+    float acc[8] = {};
     for (int j = 0; j < top_k; ++j) {
       const int r = pair_row[t * top_k + j];
-      if (r >= 0) acc += perm_weight[r] * to_f(y[int64_t{r} * H + c]);
+      if (r < 0) continue;
+      const float wr = perm_weight[r];
+      const uint4 v = *reinterpret_cast<const uint4*>(y + int64_t{r} * H + c);
+      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&words[q]));
+        acc[2 * q] += wr * f.x;
+        acc[2 * q + 1] += wr * f.y;
+      }
     }
-    out[t * os + c] = acc;
+    float* o = out + t * os + c;
+    if (vector) {
+      reinterpret_cast<float4*>(o)[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      reinterpret_cast<float4*>(o)[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+    } else {
+#pragma unroll
+      for (int q = 0; q < 8; ++q) o[q] = acc[q];
+    }
   }
 }
 
@@ -459,9 +497,9 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
   }
   E3_REQUIRE(x.dtype == DType::BF16 && out.dtype == DType::F32 && topk_ids.contiguous() && topk_weights.contiguous() &&
                  ex.gate_up.rows == E * 2 * I && ex.gate_up.cols == H && ex.down.rows == E * H && ex.down.cols == I &&
-                 H % 8 == 0 && I % 8 == 0 && x.stride % 8 == 0 && out.rows == M && out.cols == H,
-             ErrorKind::Internal, "cuda moe_experts: x {} gate_up {} down {} out {}", x.shape_str(),
-             ex.gate_up.shape_str(), ex.down.shape_str(), out.shape_str());
+                 H % 8 == 0 && I % 8 == 0 && x.stride % 8 == 0 && out.rows == M && out.cols == H && E <= 1024,
+             ErrorKind::Internal, "cuda moe_experts: x {} gate_up {} down {} out {}, {} local experts", x.shape_str(),
+             ex.gate_up.shape_str(), ex.down.shape_str(), out.shape_str(), E);
   if (M == 0) return;
   if (quantized && !in_gemm) {
     // Every local expert, whether or not a token picked it: which ones did is known only on
@@ -474,12 +512,16 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
   const int64_t max_rows = M * std::min(K, E);
 
   mark("moe_dispatch");
-  E3_CUDA_CHECK(cudaMemsetAsync(l.pair_row, 0xff, static_cast<size_t>(pairs) * 4, s));
-  count_kernel<<<E, kDispatchThreads, 0, s>>>(topk_ids.as<int32_t>(), pairs, ex.first_expert, l.counts);
+  const unsigned chunks = blocks_for(pairs, kDispatchChunk);
+  const size_t expert_ints = sizeof(int) * static_cast<size_t>(E);
+  chunk_count_kernel<<<chunks, kDispatchChunk, expert_ints, s>>>(topk_ids.as<int32_t>(), pairs, ex.first_expert, E,
+                                                                 l.chunk_counts);
   const int tile_rows = is_hopper(variant) ? grouped_gemm_hopper_tile_rows() : kGBM;
-  scan_kernel<<<1, 32, 0, s>>>(l.counts, E, tile_rows, l.row_offsets, l.tile_offsets);
-  fill_kernel<<<E, kDispatchThreads, 0, s>>>(topk_ids.as<int32_t>(), topk_weights.as<float>(), pairs, K,
-                                             ex.first_expert, l.row_offsets, l.perm_token, l.perm_weight, l.pair_row);
+  chunk_scan_kernel<<<1, (E + 31) / 32 * 32, expert_ints, s>>>(l.chunk_counts, static_cast<int>(chunks), E, tile_rows,
+                                                              l.row_offsets, l.tile_offsets);
+  chunk_fill_kernel<<<chunks, kDispatchChunk, kDispatchWarps * expert_ints, s>>>(
+      topk_ids.as<int32_t>(), topk_weights.as<float>(), pairs, K, ex.first_expert, E, l.chunk_counts, l.perm_token,
+      l.perm_weight, l.pair_row);
   E3_CUDA_LAUNCH_CHECK("moe dispatch");
 
   const GroupedArgs gate_up{x.as<bf16>(), l.perm_token, x.stride, ex.gate_up.as<bf16>(), nullptr, l.row_offsets,
@@ -513,8 +555,9 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
   else grouped_gemm(down, false, max_rows, s, variant);
 
   mark("moe_combine");
+  const bool vector_out = out.stride % 4 == 0 && reinterpret_cast<uintptr_t>(out.data) % 16 == 0;
   combine_kernel<<<static_cast<unsigned>(M), 256, 0, s>>>(l.pair_row, l.perm_weight, l.y, K, out.as<float>(),
-                                                          out.stride, H);
+                                                          out.stride, H, vector_out);
   E3_CUDA_LAUNCH_CHECK("moe combine");
   mark(nullptr);
 }

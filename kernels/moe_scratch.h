@@ -16,11 +16,16 @@ struct MoeScratchLayout {
   size_t gate_up = 0, act = 0, y = 0;  // bf16 [R, 2I], [R, I], [R, H]
   size_t perm_token = 0, perm_weight = 0;  // int32 / fp32 [R]: each routed row's token and weight
   size_t pair_row = 0;                     // int32 [tokens * top_k]: each (token, k) pair's row
-  size_t counts = 0, row_offsets = 0, tile_offsets = 0;  // int32 [E], [E + 1], [E + 1]
+  size_t chunk_counts = 0;  // int32 [ceil(tokens * top_k / kMoeDispatchChunk), E]: each chunk's pairs per
+                            // expert, then (in place) the chunk's first row for each expert
+  size_t row_offsets = 0, tile_offsets = 0;  // int32 [E + 1], [E + 1]
   size_t deq_gate_up = 0, deq_down = 0;  // bf16 [E * 2I, H], [E * H, I] when kept-quantized experts
                                          // are dequantized into the scratch (empty otherwise)
   size_t bytes = 0;                      // the whole buffer
 };
+
+// The dispatch's chunk: the pairs one block counts and places.
+constexpr int kMoeDispatchChunk = 256;
 
 constexpr size_t moe_scratch_align(size_t n) { return (n + 255) / 256 * 256; }
 
@@ -45,7 +50,8 @@ constexpr MoeScratchLayout moe_scratch_layout(int64_t tokens, int top_k, int loc
   l.perm_token = take(R * kInt32);
   l.perm_weight = take(R * kFp32);
   l.pair_row = take(T * K * kInt32);
-  l.counts = take(E * kInt32);
+  const size_t chunks = (T * K + kMoeDispatchChunk - 1) / kMoeDispatchChunk;
+  l.chunk_counts = take(chunks * E * kInt32);
   l.row_offsets = take((E + 1) * kInt32);
   l.tile_offsets = take((E + 1) * kInt32);
   l.deq_gate_up = take(expert_elems * 2 * kBf16);

@@ -8,6 +8,8 @@
 #   quant:   kimi_k2_3layer with INT4 and FP8 experts: --expert-dequant scratch and gemm, 4 and 5
 #   profile: E3_PROFILE=1 for both MoE shapes and both variants (GPU time per op)
 #   hf:      hf_baseline.py on the same two shapes
+#   ncu:     Nsight Compute's throughput and stall sections for one launch of each expert GEMM
+#            (deepseek_v2_lite_shape), where ncu is installed
 set -uo pipefail
 STAGES=${*:-tests bench quant profile hf}
 export LD_LIBRARY_PATH=$PWD/build-gpu/lib-gpu:${LD_LIBRARY_PATH:-}
@@ -72,6 +74,17 @@ if [[ " $STAGES " == *" hf "* ]]; then
     timeout 300 python3 build-gpu/sharedbench/hf_baseline.py "$CFG/$s.json" > "$OUT/hf_$s.log" 2>&1
     say "$(date -u +%T) HF $s rc $?: $(tail -1 "$OUT/hf_$s.log")"
   done
+fi
+if [[ " $STAGES " == *" ncu "* ]]; then
+  if command -v ncu > /dev/null; then
+    timeout 240 ncu --kernel-name regex:grouped_gemm_ws --launch-skip 54 --launch-count 2 --section SpeedOfLight \
+      --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy \
+      $BIN bench --config "$CFG/deepseek_v2_lite_shape.json" --batch 8 --seq 2048 --iters 1 --warmup 1 \
+      > "$OUT/ncu.log" 2>&1
+    say "ncu rc $?"; grep -E "Throughput|Busy|Stall|Cycles|Active|Issued|L2|DRAM|Eligible|Duration" "$OUT/ncu.log" | head -60 | tee -a "$LOG"
+  else
+    say "no ncu here"
+  fi
 fi
 # Only 8 files come back from a call: the logs in one archive beside the summary.
 tar -czf /tmp/issue21_moe_logs.tgz -C "$OUT" --exclude issue21_moe.log . && find "$OUT" -mindepth 1 -maxdepth 1 ! -name issue21_moe.log -exec rm -rf {} + && mv /tmp/issue21_moe_logs.tgz "$OUT/"

@@ -5,7 +5,10 @@
 // threads gather the A rows with cp.async (the token permutation, which the copy engine cannot
 // follow), or, where A's rows are the expert-grouped rows themselves (the down GEMM), the
 // copy engine brings A too. Warpgroups 1 and 2 only compute (wgmma m64n256k16, 64 rows each) and run the
-// epilogue, while the loader already fills the stages of the next tile. Stages are handed over
+// epilogue, while the loader already fills the stages of the next tile. The loader finds each
+// tile's expert and rows (a forward walk over tile_offsets, since a block's tiles only move
+// forward) and hands them to the computing warpgroups through a two-slot ring, so that no
+// computing thread waits on those loads. Stages are handed over
 // through mbarriers: `full` (the copy engine's bytes, and each loader thread's cp.async copies
 // once they land) and `empty` (one arrival per computing warp once its wgmma has read the
 // stage). Every output element sums its
@@ -25,7 +28,7 @@ using namespace sm90;
 
 constexpr int kBM = 128, kBN = kTileN, kBK = kTileK;
 constexpr int kThreads = 384, kLoaderThreads = 128, kComputeThreads = 256;
-constexpr int kStages = 4;
+constexpr int kStages = 4, kTileRing = 2;
 constexpr int kABytes = kBM * kBK * 2, kBBytes = kBN * kBK * 2;
 // Registers per thread after setmaxnreg: the loader needs few, the 128 accumulators many.
 constexpr int kLoaderRegs = 56, kComputeRegs = 224;
@@ -51,7 +54,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #ifdef E3_WGMMA
   using S = Smem<QB>;
   extern __shared__ unsigned char raw_smem[];
-  __shared__ alignas(8) uint64_t full_bar[kStages], empty_bar[kStages];
+  __shared__ alignas(8) uint64_t full_bar[kStages], empty_bar[kStages], ring_full[kTileRing], ring_empty[kTileRing];
+  __shared__ int4 ring[kTileRing];  // expert (-1: no more tiles), row0, rows, n0
   const uint32_t raw = smem_addr(raw_smem);
   const uint32_t base = (raw + 1023u) & ~1023u;
   unsigned char* smem = raw_smem + (base - raw);
@@ -62,11 +66,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(smem_addr(&full_bar[s]), A_TMA ? 1 : kLoaderThreads + 1);
       mbar_init(smem_addr(&empty_bar[s]), kComputeThreads / 32);
     }
+    for (int s = 0; s < kTileRing; ++s) {
+      mbar_init(smem_addr(&ring_full[s]), 1);
+      mbar_init(smem_addr(&ring_empty[s]), kComputeThreads / 32);
+    }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
 
-  const int total = g.tile_offsets[g.experts] * n_tiles;
   const int k_tiles = (g.k + kBK - 1) / kBK;
   const int per_block = FUSE_SILU ? kBN / 2 : kBN;
   constexpr int kPackedRow = packed_row_bytes<QB>();
@@ -78,9 +85,24 @@ __global__ void __launch_bounds__(kThreads, 1)
     constexpr int kAPer = kBM * 8 / kLoaderThreads;
     int stage = 0;
     uint32_t phase = 0;
-    for (int t = blockIdx.x; t < total; t += gridDim.x) {
-      const ExpertTile et = expert_tile(g, t / n_tiles, kBM);
-      const int n0 = (t % n_tiles) * per_block;
+    const int total = g.tile_offsets[g.experts] * n_tiles;
+    int expert = 0;
+    for (int t = blockIdx.x, j = 0;; t += gridDim.x, ++j) {
+      ExpertTile et;
+      const int m_tile = t / n_tiles, n0 = (t % n_tiles) * per_block;
+      if (t < total) {
+        while (g.tile_offsets[expert + 1] <= m_tile) ++expert;
+        et.expert = expert;
+        et.row0 = g.row_offsets[expert] + (m_tile - g.tile_offsets[expert]) * kBM;
+        et.rows = min(kBM, g.row_offsets[expert + 1] - et.row0);
+      }
+      if (tid == 0) {
+        const int slot = j % kTileRing;
+        mbar_wait(smem_addr(&ring_empty[slot]), ((j / kTileRing) & 1) ^ 1);
+        ring[slot] = make_int4(et.expert, et.row0, et.rows, n0);
+        mbar_arrive(smem_addr(&ring_full[slot]));
+      }
+      if (t >= total) break;
       // B rows in the tensor map (expert e's N rows start at e N): two boxes of 128 rows, the
       // gate rows and their up rows with the silu fused, else 256 consecutive rows.
       const int b_row0 = et.expert * g.n + n0, b_row1 = FUSE_SILU ? b_row0 + g.n / 2 : b_row0 + kBN / 2;
@@ -148,9 +170,18 @@ __global__ void __launch_bounds__(kThreads, 1)
       fence_async_shared();
       compute_barrier();
     };
-    for (int t = blockIdx.x; t < total; t += gridDim.x) {
-      const ExpertTile et = expert_tile(g, t / n_tiles, kBM);
-      const int n0 = (t % n_tiles) * per_block;
+    for (int j = 0;; ++j) {
+      const int slot = j % kTileRing;
+      mbar_wait(smem_addr(&ring_full[slot]), (j / kTileRing) & 1);
+      const int4 info = ring[slot];
+      __syncwarp();
+      if (lane == 0) mbar_arrive(smem_addr(&ring_empty[slot]));
+      if (info.x < 0) break;
+      ExpertTile et;
+      et.expert = info.x;
+      et.row0 = info.y;
+      et.rows = info.z;
+      const int n0 = info.w;
       const int64_t q_row = QB != kBf16 ? quant_row<FUSE_SILU>(g, qw, et.expert, n0, ctid) : -1;
       RowScales scales_next;
       if (QB != kBf16) {

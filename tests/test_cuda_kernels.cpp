@@ -260,12 +260,14 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
 
 TEST_F(CudaKernel, ElementwiseOps) {
   const int64_t M = 45, C = 136;
-  Pair g = make(M, C, bf16_rounded(M * C, 14, 3.0f), DType::BF16, 2 * C);
-  Pair u = make(M, C, bf16_rounded(M * C, 15));
-  Pair o = poisoned(M, C);
-  cpu_->silu_mul(g.cpu, u.cpu, o.cpu);
-  gpu_->silu_mul(g.gpu, u.gpu, o.gpu);
-  expect_close(o, 1e-2, "silu_mul");
+  for (int64_t cols : {C, int64_t{36}}) {  // eight columns per thread, and the one-by-one fallback
+    Pair g = make(M, cols, bf16_rounded(M * cols, 14, 3.0f), DType::BF16, 2 * cols);
+    Pair u = make(M, cols, bf16_rounded(M * cols, 15));
+    Pair o = poisoned(M, cols);
+    cpu_->silu_mul(g.cpu, u.cpu, o.cpu);
+    gpu_->silu_mul(g.gpu, u.gpu, o.gpu);
+    expect_close(o, 1e-2, fmt::format("silu_mul, {} columns", cols));
+  }
 
   Pair a = make(M, C, bf16_rounded(M * C, 16)), b = make(M, C, bf16_rounded(M * C, 17)), bias = make(1, C, bf16_rounded(C, 18));
   cpu_->add_inplace(a.cpu, b.cpu);

@@ -147,9 +147,9 @@ Registered add_run_options(CLI::App& app, Request& req) {
       "writing ranks on it, at most 8");
   app.add_option("--progress-interval", rc.progress_interval_s, "seconds between progress lines")->capture_default_str();
   add_named_option(&app, "--expert-dequant", rc.expert_dequant,
-                   "quantized MoE experts on the GPU: scratch (dequantize a layer's experts into a bf16 buffer, "
-                   "then the GEMMs; faster) or gemm (Hopper: convert each weight tile inside the GEMM; no buffer, "
-                   "so less memory)");
+                   "quantized MoE experts on the GPU: gemm (Hopper: convert each weight tile inside the GEMM; no "
+                   "buffer, so less memory; elsewhere as scratch) or scratch (dequantize a layer's experts into a "
+                   "bf16 buffer, then the GEMMs)");
   app.add_flag("--resume-checksums", rc.resume_checksums,
                "on a rerun, read every shard this job committed before and compare it with the manifest's "
                "checksum (sizes only otherwise); one that differs is moved aside and written again. Reads the "

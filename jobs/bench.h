@@ -22,7 +22,7 @@ struct BenchOptions {
   int64_t num_layers = 0;        // > 0: override num_hidden_layers
   BackendKind backend = BackendKind::Auto;
   CommKind comm = CommKind::Auto;
-  ExpertDequant expert_dequant = ExpertDequant::Scratch;  // as for a run
+  ExpertDequant expert_dequant = ExpertDequant::Gemm;  // as for a run
   std::filesystem::path out;     // when set, also time end to end with HDF5 shards written here
   DType dtype = DType::BF16;     // the storage dtype of the shards written under `out`
   Environment env;               // the start-up environment: the CUDA backend's options (E3_PROFILE...)

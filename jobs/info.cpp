@@ -49,7 +49,9 @@ std::string model_info(const InfoOptions& o) {
   }
   if (c.quant.method != model::QuantConfig::Method::None)
     line(fmt::format("quantization     {}: held quantized on the GPU (routed experts, and FP8 linear weights; "
-                     "dequantized into scratch for each use); dequantized to bf16 at load on the CPU",
+                     "dequantized into scratch for each use, or the experts converted inside the GEMM on Hopper "
+                     "with --expert-dequant gemm; the workspace below is the scratch case's); dequantized to bf16 "
+                     "at load on the CPU",
                      c.quant.describe()));
   line(fmt::format("vocab            {}", c.vocab_size));
   std::string rope = fmt::format("{}, theta {}", c.rope.type, c.rope.theta);

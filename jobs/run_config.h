@@ -85,7 +85,7 @@ struct RunConfig {
   io::Part part;                           // --part I/P: this job's slice of the shards
   bool part_given = false;
   bool space_check = true;                 // refuse to start when --out lacks room for the output
-  ExpertDequant expert_dequant = ExpertDequant::Scratch;
+  ExpertDequant expert_dequant = ExpertDequant::Gemm;
   bool resume_checksums = false;           // read committed shards back and compare their checksums
   FaultInjection faults;                   // tests only
   // The start-up environment: Slurm's job id for the lock file, its array task id for the

@@ -144,8 +144,8 @@ class Backend {
   // Whether moe_experts reads these kept-quantized experts directly (converting B tiles in its
   // GEMMs), so that its scratch needs no dequantized copy (MoeScratchShape::quantized false).
   virtual bool reads_quantized_experts(const ExpertStack&) const { return false; }
-  // --expert-dequant gemm: convert kept-quantized experts inside the GEMM where the backend can
-  // (less memory, somewhat slower), rather than dequantizing a layer's experts into scratch.
+  // --expert-dequant gemm (the default): convert kept-quantized experts inside the GEMM where the
+  // backend can (less memory), rather than dequantizing a layer's experts into scratch.
   // Set before the model is built: it sizes the workspace.
   virtual void set_quantized_experts_in_gemm(bool) {}
   // out [count * rows, cols] (compute dtype) = the bf16 values of every matrix of w.

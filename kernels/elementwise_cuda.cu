@@ -127,6 +127,22 @@ __device__ void store_float<bf16>(void* p, int64_t i, float v) { static_cast<bf1
 template <>
 __device__ void store_float<__half>(void* p, int64_t i, float v) { static_cast<__half*>(p)[i] = __float2half_rn(v); }
 
+// The same in 16-byte pieces (eight values), where every width, stride and base allows it.
+__global__ void mla_expand_vec8_kernel(const bf16* kv, int64_t kv_stride, const bf16* k_rot, int64_t rot_stride, bf16* k,
+                                       int64_t k_stride, bf16* v, int64_t v_stride, int heads, int nope, int vd,
+                                       int rope) {
+  const int64_t t = blockIdx.x;
+  const int qk = nope + rope, per_head = nope + vd;
+  for (int i = threadIdx.x * 8; i < heads * (qk + vd); i += blockDim.x * 8) {
+    const int h = i / (qk + vd), j = i % (qk + vd);
+    const bf16* src = j < nope ? kv + t * kv_stride + h * per_head + j
+                      : j < qk ? k_rot + t * rot_stride + (j - nope)
+                               : kv + t * kv_stride + h * per_head + nope + (j - qk);
+    bf16* dst = j < qk ? k + t * k_stride + h * qk + j : v + t * v_stride + h * vd + (j - qk);
+    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+  }
+}
+
 template <typename S, typename D>
 __global__ void convert_kernel(const void* src, int64_t ss, void* dst, int64_t ds, int64_t rows, int64_t cols) {
   E3_FOR_EACH_ELEMENT(rows, cols) store_float<D>(dst, r * ds + c, load_as_float<S>(src, r * ss + c));
@@ -239,6 +255,15 @@ void mla_expand_kv(Tensor kv, Tensor k_rot, int heads, int nope_dim, int v_dim, 
               v.rows == kv.rows && k_rot.rows == kv.rows,
           "cuda mla_expand_kv", kv);
   if (kv.rows == 0) return;
+  if (aligned_by(kv, 8) && aligned_by(k_rot, 8) && aligned_by(k, 8) && aligned_by(v, 8) && nope_dim % 8 == 0 &&
+      v_dim % 8 == 0) {
+    mla_expand_vec8_kernel<<<static_cast<unsigned>(kv.rows), 256, 0, s>>>(kv.as<bf16>(), kv.stride, k_rot.as<bf16>(),
+                                                                          k_rot.stride, k.as<bf16>(), k.stride,
+                                                                          v.as<bf16>(), v.stride, heads, nope_dim,
+                                                                          v_dim, rope);
+    E3_CUDA_LAUNCH_CHECK("mla_expand_kv");
+    return;
+  }
   mla_expand_kernel<<<static_cast<unsigned>(kv.rows), 256, 0, s>>>(kv.as<bf16>(), kv.stride, k_rot.as<bf16>(),
                                                                    k_rot.stride, k.as<bf16>(), k.stride, v.as<bf16>(),
                                                                    v.stride, heads, nope_dim, v_dim, rope);

@@ -29,9 +29,6 @@ using namespace sm90;
 constexpr int kBM = 128, kBN = kTileN, kBK = kTileK;
 constexpr int kThreads = 384, kLoaderThreads = 128, kComputeThreads = 256;
 constexpr int kStages = 4, kTileRing = 2;
-// B tiles are asked into L2 this many k-tiles before their load: the stages alone hide about
-// two k-tiles, less than a read from device memory takes when few tiles share an expert's B.
-constexpr int kPrefetchAhead = 4;
 constexpr int kABytes = kBM * kBK * 2, kBBytes = kBN * kBK * 2;
 // Registers per thread after setmaxnreg: the loader needs few, the 128 accumulators many.
 constexpr int kLoaderRegs = 56, kComputeRegs = 224;
@@ -127,11 +124,6 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int inner = QB == kBf16 ? kt * kBK : kt * kPackedRow;
           tma_load_2d(sb, &b_map, full, inner, b_row0);
           tma_load_2d(sb + S::kBStage / 2, &b_map, full, inner, b_row1);
-          if (kt + kPrefetchAhead < k_tiles) {
-            const int ahead = inner + kPrefetchAhead * (QB == kBf16 ? kBK : kPackedRow);
-            tma_prefetch_2d(&b_map, ahead, b_row0);
-            tma_prefetch_2d(&b_map, ahead, b_row1);
-          }
         }
         if (!A_TMA) {
           const int k0 = kt * kBK;

@@ -239,12 +239,6 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, uint3
       "l"(map), "r"(inner), "r"(row), "r"(bar)
       : "memory");
 }
-// Asks for the same box to be brought into L2 ahead of its load (no completion, no data moved
-// to shared memory).
-__device__ __forceinline__ void tma_prefetch_2d(const void* map, int inner, int row) {
-  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"(map), "r"(inner), "r"(row)
-               : "memory");
-}
 #endif
 
 }  // namespace e3::kernels::cuda::sm90

@@ -289,14 +289,16 @@ TEST_F(CudaKernel, ElementwiseOps) {
   gpu_->add_inplace(acc.gpu, add.gpu);
   expect_close(acc, 1e-7, "fp32 add");
 
-  const int heads = 3, nope = 16, vd = 24, rope = 8;
-  Pair kv = make(M, heads * (nope + vd), bf16_rounded(M * heads * (nope + vd), 20));
-  Pair rot = make(M, rope, bf16_rounded(M * rope, 21), DType::BF16, 40);
-  Pair k = poisoned(M, heads * (nope + rope)), v = poisoned(M, heads * vd);
-  cpu_->mla_expand_kv(kv.cpu, rot.cpu, heads, nope, vd, k.cpu, v.cpu);
-  gpu_->mla_expand_kv(kv.gpu, rot.gpu, heads, nope, vd, k.gpu, v.gpu);
-  expect_close(k, 1e-7, "mla k");
-  expect_close(v, 1e-7, "mla v");
+  // 16-byte pieces, and (a head width not a multiple of 8) one value at a time
+  for (auto [heads, nope, vd, rope] : {std::tuple{3, 16, 24, 8}, std::tuple{3, 12, 20, 8}}) {
+    Pair kv = make(M, heads * (nope + vd), bf16_rounded(M * heads * (nope + vd), 20));
+    Pair rot = make(M, rope, bf16_rounded(M * rope, 21), DType::BF16, 40);
+    Pair k = poisoned(M, heads * (nope + rope)), v = poisoned(M, heads * vd);
+    cpu_->mla_expand_kv(kv.cpu, rot.cpu, heads, nope, vd, k.cpu, v.cpu);
+    gpu_->mla_expand_kv(kv.gpu, rot.gpu, heads, nope, vd, k.gpu, v.gpu);
+    expect_close(k, 1e-7, fmt::format("mla k, nope {}", nope));
+    expect_close(v, 1e-7, fmt::format("mla v, nope {}", nope));
+  }
 }
 
 TEST_F(CudaKernel, RouterPicksTheSameExperts) {

@@ -57,7 +57,9 @@ struct QuantWeights {
 // The two Hopper kernels: cp.async loads in every thread (grouped_gemm_sm90.cu,
 // E3_GEMM_VARIANT=4), or a loader warpgroup with the tensor copy engine feeding two computing
 // warpgroups over persistent tiles (grouped_gemm_sm90_ws.cu, 5, the default). Same bits.
-enum class HopperGemm { CpAsync, WarpSpecialized };
+// WarpSpecializedShortK (6) is the warp-specialised kernel with 32-column k-tiles and 8 stages
+// for bf16 experts (quantized ones keep 64 columns).
+enum class HopperGemm { CpAsync, WarpSpecialized, WarpSpecializedShortK };
 
 // C_e = A_e W_e^T for every expert in one launch on sm_90 (wgmma). With fuse_silu, W_e is
 // [gate (N/2 rows); up (N/2 rows)] and C gets silu(gate) * up. tile_offsets must count tiles
@@ -74,7 +76,7 @@ void grouped_gemm_hopper_quantized(const GroupedArgs& g, const QuantStack& w, bo
 
 // The warp-specialised kernel itself (grouped_gemm_sm90_ws.cu), reached through the two above.
 bool grouped_gemm_ws_reads(const GroupedArgs& g);
-void grouped_gemm_ws(const GroupedArgs& g, bool fuse_silu, int64_t max_rows, cudaStream_t s);
+void grouped_gemm_ws(const GroupedArgs& g, bool fuse_silu, int64_t max_rows, cudaStream_t s, bool short_k);
 void grouped_gemm_ws_quantized(const GroupedArgs& g, const QuantWeights& qw, bool int4, bool fuse_silu,
                                int64_t max_rows, cudaStream_t s);
 

@@ -26,18 +26,24 @@ namespace {
 
 using namespace sm90;
 
-constexpr int kBM = 128, kBN = kTileN, kBK = kTileK;
+constexpr int kBM = 128, kBN = kTileN;
 constexpr int kThreads = 384, kLoaderThreads = 128, kComputeThreads = 256;
-constexpr int kStages = 4, kTileRing = 2;
-constexpr int kABytes = kBM * kBK * 2, kBBytes = kBN * kBK * 2;
+constexpr int kTileRing = 2;
+constexpr int kBBytes = kBN * kTileK * 2;  // a converted (bf16, 64-column) B tile
 // Registers per thread after setmaxnreg: the loader needs few, the 128 accumulators many.
 constexpr int kLoaderRegs = 56, kComputeRegs = 224;
 static_assert(kLoaderRegs * kLoaderThreads + kComputeRegs * kComputeThreads <= 65536, "register file");
 
-template <int QB>
+// BK, the k-tile: 64 columns (4 stages of 48 KiB), or 32 (8 stages of 24 KiB: the same shared
+// memory, twice the loads in flight, for B that comes from device memory rather than L2; bf16
+// experts only).
+template <int QB, int BK>
 struct Smem {
-  static constexpr int kBStage = QB == kBf16 ? kBBytes : kBN * packed_row_bytes<QB>();
-  static constexpr int kStage = kABytes + kBStage;  // a multiple of 1024: the swizzle's alignment
+  static_assert(BK == kTileK || (BK == 32 && QB == kBf16), "quantized B tiles are 64 columns");
+  static constexpr int kStages = BK == 64 ? 4 : 8;
+  static constexpr int kABytes = kBM * BK * 2;
+  static constexpr int kBStage = QB == kBf16 ? kBN * BK * 2 : kBN * packed_row_bytes<QB>();
+  static constexpr int kStage = kABytes + kBStage;  // a multiple of 1024: the swizzles' alignment
   static constexpr int kConverted = QB == kBf16 ? 0 : 3;
   static constexpr size_t kBytes = size_t{kStages} * kStage + size_t{kConverted} * kBBytes + 1024;
 };
@@ -47,12 +53,13 @@ __device__ __forceinline__ void compute_barrier() { asm volatile("bar.sync 1, %0
 #endif
 
 // A_TMA: A's rows are the expert-grouped rows (no a_rows), loaded through a_map.
-template <bool FUSE_SILU, int QB, bool A_TMA>
+template <bool FUSE_SILU, int QB, bool A_TMA, int BK>
 __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_ws_kernel(const __grid_constant__ CUtensorMap b_map, const __grid_constant__ CUtensorMap a_map,
                            GroupedArgs g, QuantWeights qw, int n_tiles) {
 #ifdef E3_WGMMA
-  using S = Smem<QB>;
+  using S = Smem<QB, BK>;
+  constexpr int kStages = S::kStages, kABytes = S::kABytes;
   extern __shared__ unsigned char raw_smem[];
   __shared__ alignas(8) uint64_t full_bar[kStages], empty_bar[kStages], ring_full[kTileRing], ring_empty[kTileRing];
   __shared__ int4 ring[kTileRing];  // expert (-1: no more tiles), row0, rows, n0
@@ -74,15 +81,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
 
-  const int k_tiles = (g.k + kBK - 1) / kBK;
+  const int k_tiles = (g.k + BK - 1) / BK;
   const int per_block = FUSE_SILU ? kBN / 2 : kBN;
   constexpr int kPackedRow = packed_row_bytes<QB>();
 
   if (wg == 0) {
     // --- loader ---
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kLoaderRegs));
-    const int chunk = tid % 8;
-    constexpr int kAPer = kBM * 8 / kLoaderThreads;
+    constexpr int kChunks = BK / 8;  // 16-byte chunks of an A row
+    const int chunk = tid % kChunks;
+    constexpr int kAPer = kBM * kChunks / kLoaderThreads;
     int stage = 0;
     uint32_t phase = 0;
     const int total = g.tile_offsets[g.experts] * n_tiles;
@@ -110,7 +118,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int j = 0; j < kAPer; ++j) {
         if (A_TMA) break;
-        const int r = tid / 8 + j * (kLoaderThreads / 8);
+        const int r = tid / kChunks + j * (kLoaderThreads / kChunks);
         const int64_t src_row = r < et.rows ? (g.a_rows ? g.a_rows[et.row0 + r] : et.row0 + r) : -1;
         a_src[j] = src_row >= 0 ? g.a + src_row * g.lda + chunk * 8 : nullptr;
       }
@@ -120,20 +128,20 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (tid == 0) {
           const uint32_t full = smem_addr(&full_bar[stage]);
           mbar_arrive_expect_tx(full, S::kBStage + (A_TMA ? kABytes : 0));
-          if (A_TMA) tma_load_2d(sa, &a_map, full, kt * kBK, et.row0);
-          const int inner = QB == kBf16 ? kt * kBK : kt * kPackedRow;
+          if (A_TMA) tma_load_2d(sa, &a_map, full, kt * BK, et.row0);
+          const int inner = QB == kBf16 ? kt * BK : kt * kPackedRow;
           tma_load_2d(sb, &b_map, full, inner, b_row0);
           tma_load_2d(sb + S::kBStage / 2, &b_map, full, inner, b_row1);
         }
         if (!A_TMA) {
-          const int k0 = kt * kBK;
+          const int k0 = kt * BK;
           const bool k_ok = k0 + chunk * 8 < g.k;
           unsigned char* sa_ptr = smem + stage * S::kStage;
 #pragma unroll
           for (int j = 0; j < kAPer; ++j) {
-            const int r = tid / 8 + j * (kLoaderThreads / 8);
+            const int r = tid / kChunks + j * (kLoaderThreads / kChunks);
             const bool ok = k_ok && a_src[j];
-            cp_async_16(sa_ptr + sw128_offset(r, chunk), ok ? a_src[j] + k0 : g.a, ok);
+            cp_async_16(sa_ptr + swizzled_offset<BK>(r, chunk), ok ? a_src[j] + k0 : g.a, ok);
           }
           cp_async_arrive_noinc(smem_addr(&full_bar[stage]));
         }
@@ -194,13 +202,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       int prev_stage = -1;
       for (int kt = 0; kt < k_tiles; ++kt) {
         if (QB == kBf16) wait_full();
-        const uint32_t sa = base + stage * S::kStage + cwg * (kBM / 2) * 128;
+        const uint32_t sa = base + stage * S::kStage + cwg * (kBM / 2) * (BK * 2);
         const uint32_t sb = QB == kBf16 ? base + stage * S::kStage + kABytes : converted + cbuf * kBBytes;
 #pragma unroll
         for (int i = 0; i < 128; ++i) fence_operand(d[i]);
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
-        for (int kk = 0; kk < kBK / 16; ++kk) wgmma_m64n256k16(d, sw128_desc(sa + kk * 32), sw128_desc(sb + kk * 32));
+        for (int kk = 0; kk < BK / 16; ++kk)
+          wgmma_m64n256k16(d, swizzled_desc<BK>(sa + kk * 32), swizzled_desc<BK>(sb + kk * 32));
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
 #pragma unroll
@@ -229,9 +238,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// The tensor map of a [rows, inner] matrix of bf16 (128 B swizzle, boxes of 64 x 128: the A and
-// B tiles) or of packed bytes (no swizzle, boxes of box_inner bytes x 128 rows), rows
-// pitch_bytes apart. Rows past `rows` read as zeros.
+// The tensor map of a [rows, inner] matrix of bf16 (boxes of box_inner (64 or 32) x 128, in the
+// 128 B or 64 B swizzle: the A and B tiles) or of packed bytes (no swizzle, boxes of box_inner
+// bytes x 128 rows), rows pitch_bytes apart. Rows past `rows` read as zeros.
 CUtensorMap tile_map(const void* data, bool bf16_elements, uint64_t inner, uint64_t rows, uint64_t pitch_bytes,
                      uint32_t box_inner) {
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
@@ -248,7 +257,10 @@ CUtensorMap tile_map(const void* data, bool bf16_elements, uint64_t inner, uint6
   const CUresult rc =
       encode(&map, bf16_elements ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
              const_cast<void*>(data), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-             bf16_elements ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             !bf16_elements    ? CU_TENSOR_MAP_SWIZZLE_NONE
+             : box_inner == 64 ? CU_TENSOR_MAP_SWIZZLE_128B
+                               : CU_TENSOR_MAP_SWIZZLE_64B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   E3_REQUIRE(rc == CUDA_SUCCESS, ErrorKind::Internal,
              "cuTensorMapEncodeTiled failed ({}) for [{}, {}] at {}, pitch {} B, box of {}", static_cast<int>(rc), rows,
@@ -256,11 +268,11 @@ CUtensorMap tile_map(const void* data, bool bf16_elements, uint64_t inner, uint6
   return map;
 }
 
-template <bool FUSE, int QB, bool A_TMA>
+template <bool FUSE, int QB, bool A_TMA, int BK>
 void launch(const GroupedArgs& g, const QuantWeights& qw, const CUtensorMap& b_map, const CUtensorMap& a_map,
             int64_t max_rows, cudaStream_t s) {
-  constexpr size_t smem = Smem<QB>::kBytes;
-  auto* kernel = grouped_gemm_ws_kernel<FUSE, QB, A_TMA>;
+  constexpr size_t smem = Smem<QB, BK>::kBytes;
+  auto* kernel = grouped_gemm_ws_kernel<FUSE, QB, A_TMA, BK>;
   E3_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const int cols = FUSE ? g.n / 2 : g.n, per_block = FUSE ? kBN / 2 : kBN;
   const int n_tiles = (cols + per_block - 1) / per_block;
@@ -275,17 +287,17 @@ void launch(const GroupedArgs& g, const QuantWeights& qw, const CUtensorMap& b_m
 
 // The gathered A rows (gate/up) come with cp.async, the expert-grouped ones (down) through the
 // copy engine; only the gate/up GEMM fuses the silu.
-template <int QB>
+template <int QB, int BK>
 void launch_any(const GroupedArgs& g, const QuantWeights& qw, const CUtensorMap& b_map, bool fuse_silu,
                 int64_t max_rows, cudaStream_t s) {
   if (!g.a_rows && !fuse_silu) {
     const CUtensorMap a_map = tile_map(g.a, true, static_cast<uint64_t>(g.k), static_cast<uint64_t>(max_rows),
-                                       static_cast<uint64_t>(g.lda) * 2, kBK);
-    return launch<false, QB, true>(g, qw, b_map, a_map, max_rows, s);
+                                       static_cast<uint64_t>(g.lda) * 2, BK);
+    return launch<false, QB, true, BK>(g, qw, b_map, a_map, max_rows, s);
   }
   const CUtensorMap none{};
-  if (fuse_silu) launch<true, QB, false>(g, qw, b_map, none, max_rows, s);
-  else launch<false, QB, false>(g, qw, b_map, none, max_rows, s);
+  if (fuse_silu) launch<true, QB, false, BK>(g, qw, b_map, none, max_rows, s);
+  else launch<false, QB, false, BK>(g, qw, b_map, none, max_rows, s);
 }
 
 }  // namespace
@@ -296,11 +308,12 @@ bool grouped_gemm_ws_reads(const GroupedArgs& g) {
          reinterpret_cast<uintptr_t>(g.a) % 16 == 0;
 }
 
-void grouped_gemm_ws(const GroupedArgs& g, bool fuse_silu, int64_t max_rows, cudaStream_t s) {
+void grouped_gemm_ws(const GroupedArgs& g, bool fuse_silu, int64_t max_rows, cudaStream_t s, bool short_k) {
   E3_REQUIRE(grouped_gemm_ws_reads(g), ErrorKind::Internal, "grouped_gemm_ws: unaligned operands");
-  const uint64_t k = static_cast<uint64_t>(g.k);
-  const CUtensorMap b_map = tile_map(g.w, true, k, static_cast<uint64_t>(g.experts) * g.n, k * 2, kBK);
-  launch_any<kBf16>(g, QuantWeights{}, b_map, fuse_silu, max_rows, s);
+  const uint64_t k = static_cast<uint64_t>(g.k), rows = static_cast<uint64_t>(g.experts) * g.n;
+  if (short_k) return launch_any<kBf16, 32>(g, QuantWeights{}, tile_map(g.w, true, k, rows, k * 2, 32), fuse_silu,
+                                           max_rows, s);
+  launch_any<kBf16, kTileK>(g, QuantWeights{}, tile_map(g.w, true, k, rows, k * 2, kTileK), fuse_silu, max_rows, s);
 }
 
 void grouped_gemm_ws_quantized(const GroupedArgs& g, const QuantWeights& qw, bool int4, bool fuse_silu,
@@ -309,8 +322,8 @@ void grouped_gemm_ws_quantized(const GroupedArgs& g, const QuantWeights& qw, boo
   const uint32_t box = int4 ? packed_row_bytes<kInt4>() : packed_row_bytes<kFp8>();
   const uint64_t bytes = static_cast<uint64_t>(qw.row_bytes);
   const CUtensorMap b_map = tile_map(qw.q, false, bytes, static_cast<uint64_t>(g.experts) * g.n, bytes, box);
-  if (int4) launch_any<kInt4>(g, qw, b_map, fuse_silu, max_rows, s);
-  else launch_any<kFp8>(g, qw, b_map, fuse_silu, max_rows, s);
+  if (int4) launch_any<kInt4, kTileK>(g, qw, b_map, fuse_silu, max_rows, s);
+  else launch_any<kFp8, kTileK>(g, qw, b_map, fuse_silu, max_rows, s);
 }
 
 }  // namespace e3::kernels::cuda

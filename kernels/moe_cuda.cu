@@ -413,10 +413,13 @@ void launch_grouped(const GroupedArgs& g, int64_t max_rows, cudaStream_t s) {
   E3_CUDA_LAUNCH_CHECK("grouped_gemm");
 }
 
-constexpr int kHopperVariant = CudaOptions::kHopperGemmVariant, kHopperWsVariant = CudaOptions::kHopperWsGemmVariant;
-bool is_hopper(int variant) { return variant == kHopperVariant || variant == kHopperWsVariant; }
+constexpr int kHopperVariant = CudaOptions::kHopperGemmVariant, kHopperWsVariant = CudaOptions::kHopperWsGemmVariant,
+              kHopperWsShortKVariant = CudaOptions::kHopperWsShortKGemmVariant;
+bool is_hopper(int variant) { return variant >= kHopperVariant && variant <= kHopperWsShortKVariant; }
 HopperGemm hopper_kernel(int variant) {
-  return variant == kHopperWsVariant ? HopperGemm::WarpSpecialized : HopperGemm::CpAsync;
+  return variant == kHopperWsVariant        ? HopperGemm::WarpSpecialized
+         : variant == kHopperWsShortKVariant ? HopperGemm::WarpSpecializedShortK
+                                             : HopperGemm::CpAsync;
 }
 
 template <bool FUSE>

@@ -36,6 +36,23 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t saddr) {
 // tensor copy engine's CU_TENSOR_MAP_SWIZZLE_128B writes the same layout.
 __device__ __forceinline__ uint32_t sw128_offset(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
 
+// The same for tiles of 64 B rows (32 bf16 of k) in the 64 B swizzle: 8-row groups 512 B apart,
+// chunk c of row r at chunk c ^ ((r / 2) % 4) (tiles 512 B aligned).
+__device__ __forceinline__ uint64_t sw64_desc(uint32_t saddr) {
+  return (uint64_t{(saddr & 0x3FFFFu) >> 4}) | (uint64_t{1} << 16) | (uint64_t{512 >> 4} << 32) | (uint64_t{2} << 62);
+}
+__device__ __forceinline__ uint32_t sw64_offset(int r, int c) { return r * 64 + ((c ^ ((r >> 1) & 3)) << 4); }
+
+// A tile of k-width BK (64 or 32 bf16): its swizzle's byte offsets and descriptors.
+template <int BK>
+__device__ __forceinline__ uint32_t swizzled_offset(int r, int c) {
+  return BK == 64 ? sw128_offset(r, c) : sw64_offset(r, c);
+}
+template <int BK>
+__device__ __forceinline__ uint64_t swizzled_desc(uint32_t saddr) {
+  return BK == 64 ? sw128_desc(saddr) : sw64_desc(saddr);
+}
+
 __device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 
 // Ordinary or cp.async writes to shared memory -> reads by the tensor cores.

@@ -345,7 +345,7 @@ TEST_F(CudaKernel, HopperGpusRunTheWgmmaGroupedGemm) {
 }
 
 TEST_F(CudaKernel, ExpertsOfOneRankMatchTheCpuTwin) {
-  // Every grouped-GEMM kernel and tile shape (4 and 5: the Hopper wgmma kernels), with and without
+  // Every grouped-GEMM kernel and tile shape (4-6: the Hopper wgmma kernels), with and without
   // the silu fused into its epilogue; experts with more rows than one 128-row tile, K shorter
   // than one k-tile and longer than the pipeline, N across several column tiles with a
   // partial last one.
@@ -353,6 +353,7 @@ TEST_F(CudaKernel, ExpertsOfOneRankMatchTheCpuTwin) {
   if (runs_wgmma(*gpu_)) {
     variants.push_back(CudaOptions::kHopperGemmVariant);
     variants.push_back(CudaOptions::kHopperWsGemmVariant);
+    variants.push_back(CudaOptions::kHopperWsShortKGemmVariant);
   }
   for (int variant : variants)
     for (bool unfused : {false, true}) {
@@ -479,6 +480,8 @@ TEST_F(CudaKernel, TheWarpSpecialisedGemmGivesTheCpAsyncKernelsBits) {
       SCOPED_TRACE(fmt::format("bf16 experts, unfused {}", unfused));
       const std::vector<float> ws = run(CudaOptions::kHopperWsGemmVariant, unfused, false, x, ids, w, eg, H, I);
       EXPECT_EQ(ws, run(CudaOptions::kHopperGemmVariant, unfused, false, x, ids, w, eg, H, I));
+      EXPECT_EQ(ws, run(CudaOptions::kHopperWsShortKGemmVariant, unfused, false, x, ids, w, eg, H, I))
+          << "32-column k-tiles";
     }
   }
   const int64_t H = 512, I = 704;

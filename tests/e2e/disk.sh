@@ -64,4 +64,11 @@ expect_failure 5 "export: DEST $small/dest has [0-9.]* GB free, but this export 
 LOG="$work/export_fills.log"
 run 1 export --format modelopt --no-space-check "$work/reference" "$small/dest"
 [ "$RC" -eq 5 ] || { cat "$LOG"; fail "export into a full DEST with --no-space-check: exit code $RC, expected 5"; }
+# The write that failed (on a shard's write-behind thread) is reported as itself, once, and the
+# failed shards' temporary files are removed.
+grep -q "critical: .*output error: cannot write $small/dest/.*\.partial (writing .*): No space left on device" "$LOG" ||
+  { cat "$LOG"; fail "export into a full DEST: no disk-full message naming the file"; }
+[ "$(grep -c critical: "$LOG")" -eq 1 ] || { cat "$LOG"; fail "export into a full DEST: more than one critical line"; }
+left=$(find "$small/dest" -name '*.partial')
+[ -z "$left" ] || fail "export into a full DEST left temporary files: $left"
 echo ok

@@ -1,5 +1,6 @@
 #include "jobs/bench.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <random>
@@ -57,7 +58,9 @@ class DeviceCapture final : public model::CaptureSink {
   size_t slot_bytes_ = 0;
 };
 
-// bf16 GEMM rate of this device on 8192^3, as hf_baseline.py measures its ceiling.
+// bf16 GEMM rate of this device on 8192^3, timed as hf_baseline.py times its ceiling (3 warm-up
+// products, then 10), best of three trials: one trial caught while the clocks drop after a heavy
+// run read 327 TFLOP/s on an H200 and put MFU above 1.
 double matmul_ceiling_tflops(kernels::Backend& be) {
   const int64_t n = 8192;
   kernels::DeviceBuffer a = be.allocate(static_cast<size_t>(n * n) * 2), b = be.allocate(static_cast<size_t>(n * n) * 2),
@@ -66,14 +69,18 @@ double matmul_ceiling_tflops(kernels::Backend& be) {
                   tc = c.view(DType::BF16, n, n);
   be.fill_random(ta, 1, 1.0f);
   be.fill_random(tb, 2, 1.0f);
-  for (int i = 0; i < 3; ++i) be.linear(ta, tb, nullptr, tc);
-  be.synchronize();
-  const auto t0 = Clock::now();
-  const int reps = 10;
-  for (int i = 0; i < reps; ++i) be.linear(ta, tb, nullptr, tc);
-  be.synchronize();
-  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  return reps * 2.0 * static_cast<double>(n) * n * n / secs / 1e12;
+  double best = 0;
+  for (int trial = 0; trial < 3; ++trial) {
+    for (int i = 0; i < 3; ++i) be.linear(ta, tb, nullptr, tc);
+    be.synchronize();
+    const auto t0 = Clock::now();
+    const int reps = 10;
+    for (int i = 0; i < reps; ++i) be.linear(ta, tb, nullptr, tc);
+    be.synchronize();
+    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, reps * 2.0 * static_cast<double>(n) * n * n / secs / 1e12);
+  }
+  return best;
 }
 
 // `iters` steps written as o.dtype shards (3 ids + final) under o.out, one shard per step, through
@@ -191,6 +198,11 @@ int run_bench(const BenchOptions& o, const parallel::Grid& grid) {
   rc.env = o.env;
   auto backend = make_backend(rc, grid);
   auto comm = make_communicator(rc, grid, *backend);
+  // MFU is taken against the ceiling of the GPU before the model runs, as hf_baseline.py takes
+  // its own, so the two MFUs compare; the ceiling after the timed steps (clocks lowered by the
+  // load) is reported beside it.
+  const bool on_gpu = backend->name() == "cuda";
+  const double ceiling = on_gpu ? matmul_ceiling_tflops(*backend) : 0.0;
   const int64_t tokens = o.batch * o.seq;
   model::ModelOptions mo{grid.tp_rank(), grid.tp_size(), tokens, o.seq};
   const auto t_load = Clock::now();
@@ -226,7 +238,7 @@ int run_bench(const BenchOptions& o, const parallel::Grid& grid) {
   parallel::barrier(grid.world());
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count() / o.iters;
   const std::string profile = backend->profile_report();
-  const double ceiling = backend->name() == "cuda" ? matmul_ceiling_tflops(*backend) : 0.0;
+  const double ceiling_after = on_gpu ? matmul_ceiling_tflops(*backend) : 0.0;
 
   // End to end: the same steps through the capture pipeline and the HDF5 writer thread.
   double e2e_secs = 0;
@@ -253,6 +265,7 @@ int run_bench(const BenchOptions& o, const parallel::Grid& grid) {
                      {"step_ms", std::round(secs * 1e4) / 10},
                      {"tflops", std::round(tflops * 10) / 10},
                      {"matmul_ceiling_tflops", std::round(ceiling * 10) / 10},
+                     {"matmul_ceiling_after_tflops", std::round(ceiling_after * 10) / 10},
                      {"mfu", std::round(mfu * 1000) / 1000},
                      {"gpu_mem_gb", std::round(backend->device_memory_used() / 1073741824.0 * 10) / 10}};
     if (e2e_secs > 0) {

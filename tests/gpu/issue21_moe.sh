@@ -21,7 +21,7 @@ CFG=build-gpu/sharedbench/configs
 SHAPES=${SHAPES:-deepseek_v2_lite_shape kimi_k2_3layer}
 VARIANTS=${VARIANTS:-4 5}
 say() { echo "$*" | tee -a "$LOG"; }
-fields() { grep -oE '"(tokens_per_s|mfu|matmul_ceiling_tflops|step_ms|gpu_mem_gb)":[0-9.]+' "$1" | tr '\n' ' '; }
+fields() { grep -oE '"(tokens_per_s|mfu|matmul_ceiling_tflops|matmul_ceiling_after_tflops|step_ms|gpu_mem_gb)":[0-9.]+' "$1" | tr '\n' ' '; }
 say "== $(date -u) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
 if [[ " $STAGES " == *" tests "* ]]; then
   timeout 300 build-gpu/e3_unit_tests --gtest_filter='CudaKernel.*:CudaOptions.*' > "$OUT/tests.log" 2>&1

@@ -59,8 +59,8 @@ class DeviceCapture final : public model::CaptureSink {
 };
 
 // bf16 GEMM rate of this device on 8192^3, timed as hf_baseline.py times its ceiling (3 warm-up
-// products, then 10), best of three trials: one trial caught while the clocks drop after a heavy
-// run read 327 TFLOP/s on an H200 and put MFU above 1.
+// products, then 10). Best of three trials, so that one trial caught while the clocks change does
+// not set it: a single trial after a heavy run read 327 TFLOP/s on an H200 and put MFU above 1.
 double matmul_ceiling_tflops(kernels::Backend& be) {
   const int64_t n = 8192;
   kernels::DeviceBuffer a = be.allocate(static_cast<size_t>(n * n) * 2), b = be.allocate(static_cast<size_t>(n * n) * 2),

@@ -327,6 +327,10 @@ Registered add_export_options(CLI::App& app, Request& req) {
       ->required();
   auto* threads =
       exporter->add_option("--threads", o.threads, "shard files exported at once; default: the cores of the node");
+  auto* writers = exporter->add_option(
+      "--writers", o.writers_per_shard,
+      "threads writing each shard's files; default: the threads --threads leaves per shard exported at once, "
+      "less its reader, 1 to 4");
   exporter->add_flag("--skip-verify", o.skip_verify,
                      "do not make verify's checks first (checksums and values of every shard): for a SRC that "
                      "`eagle3_extract verify` has just passed");
@@ -338,7 +342,7 @@ Registered add_export_options(CLI::App& app, Request& req) {
       "--draft-vocab-size", *vocab_size,
       "tokens of the draft model's vocabulary, the most frequent masked ones, whose mapping files are written; "
       "default: 32000, or the target's whole vocabulary when smaller");
-  return {exporter, [paths, threads, vocab, vocab_size, no_space_check](Request& req) {
+  return {exporter, [paths, threads, writers, vocab, vocab_size, no_space_check](Request& req) {
             jobs::ExportOptions& o = req.export_options;
             req.command = Command::Export;
             o.space_check = !*no_space_check;
@@ -346,6 +350,8 @@ Registered add_export_options(CLI::App& app, Request& req) {
             o.dest = paths->dest;
             E3_REQUIRE(threads->count() == 0 || o.threads > 0, ErrorKind::Usage,
                        "export --threads must be positive, not {}", o.threads);
+            E3_REQUIRE(writers->count() == 0 || o.writers_per_shard > 0, ErrorKind::Usage,
+                       "export --writers must be positive, not {}", o.writers_per_shard);
             if (vocab->count() > 0) {
               E3_REQUIRE(*vocab_size > 0, ErrorKind::Usage, "export --draft-vocab-size must be positive, not {}",
                          *vocab_size);

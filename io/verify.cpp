@@ -25,6 +25,7 @@
 #include "io/file_io.h"
 #include "io/hdf5.h"
 #include "io/manifest.h"
+#include "io/read_ahead.h"
 #include "io/shard_writer.h"
 #include "io/token_counts.h"
 #include "core/hash.h"
@@ -91,6 +92,7 @@ struct ReadBuffers {
 };
 
 constexpr size_t kReadChunk = 8 << 20;
+constexpr uint64_t kReadAhead = 64 << 20;
 
 // Checks shard files against their manifest records; shared by the threads of the pool.
 // The HDF5 library is built without thread safety, so its calls (the metadata: attributes,
@@ -198,8 +200,22 @@ class ShardChecker {
     std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.offset < b.offset; });
 
     ContentHash hash;
+    // A file read whole (hashed) and not in the page cache is read past it, a few chunks ahead
+    // of the pass (ReadAhead). One in the cache is read from there, and the kernel is asked for
+    // the next kReadAhead bytes ahead of the pass, so that the disk reads what is missing while
+    // this thread hashes and checks the last.
+    std::unique_ptr<ReadAhead> ahead;
+    if (hashing && resident_share(fd.get(), size) < 0.5) ahead = ReadAhead::open(fd.get(), size, where, ErrorKind::Verify);
+    uint64_t asked = 0;  // the bytes before it are asked for
     const auto read = [&](void* to, size_t n, uint64_t at) {
       ScopeTimer t(stage(&ShardReadStages::read));
+      if (ahead) return ahead->read(to, n, at);
+      if (at + n + kReadAhead / 2 > asked && asked < size) {
+        const uint64_t from = std::max(asked, at + n);
+        asked = std::min<uint64_t>(size, at + n + kReadAhead);
+        if (asked > from)
+          ::posix_fadvise(fd.get(), static_cast<off_t>(from), static_cast<off_t>(asked - from), POSIX_FADV_WILLNEED);
+      }
       pread_exact(fd.get(), to, n, at, ErrorKind::Verify, where);
     };
     const auto hashed = [&](const void* p, size_t n) {

@@ -628,21 +628,25 @@ struct ExportTotals {
 // file is written as soon as its datasets are in, under its temporary name, and published
 // (renamed, synced, the shard marked done) only once the whole shard has passed verify.
 //
-// The writes go to a write-behind thread of the shard's own, so that the reading thread reads,
-// hashes and checks the next samples while a sample's file goes out: one after the other, the
-// two took about as long each, and an export ran at half the disk's speed (issue 21). Once a
-// sample is handed over, only that thread uses context_->exporter, files_, rows_ and written_
-// until passed() or the destructor has joined it; the free list is shared under m_.
+// The writes go to write-behind threads of the shard's own, so that the reading thread reads,
+// hashes and checks the next samples while samples' files go out: one after the other, the two
+// took about as long each, and an export ran at half the disk's speed (issue 21). With one
+// writer a shard kept one write in the disk's queue; several keep it full where there are fewer
+// shards than cores. Each writer has its own context (exporter, files); once a sample is handed
+// over, only the writer that took it touches its placed_, rows_ and written_ entries until
+// passed() or the destructor has joined the writers; the queue and the free list are under m_.
 class ShardExport final : public io::ShardConsumer {
  public:
   ShardExport(const ExportOptions& o, const Source& s, const io::CommittedShard& c, ContextPool& pool,
-              StageCounters& stages, ExportTotals& totals)
-      : o_(o), s_(s), c_(c), pool_(pool), stages_(stages), totals_(totals), context_(pool.take()) {}
+              StageCounters& stages, ExportTotals& totals, size_t writers)
+      : o_(o), s_(s), c_(c), pool_(pool), stages_(stages), totals_(totals), files_(std::max<size_t>(1, writers)) {
+    for (size_t w = 0; w < files_.size(); ++w) contexts_.push_back(pool.take());
+  }
   // Without passed(): the samples still queued are dropped (their files would be removed
-  // anyway), a worker's error with them; files_ not committed are removed.
+  // anyway), a writer's error with them; files_ not committed are removed.
   ~ShardExport() override {
-    stop_worker(true);
-    pool_.give_back(std::move(context_));
+    stop_writers(true);
+    for (std::unique_ptr<ExportContext>& c : contexts_) pool_.give_back(std::move(c));
   }
 
   std::vector<Want> plan(const fs::path& path) override {
@@ -653,39 +657,54 @@ class ShardExport final : public io::ShardConsumer {
     std::vector<Want> wants;
     for (size_t g = 0; g < layout_.samples.size(); ++g) {
       first_want_.push_back(wants.size());
-      for (const io::StoredDataset* d : context_->exporter.wanted(layout_.samples[g])) {
+      for (const io::StoredDataset* d : contexts_.front()->exporter.wanted(layout_.samples[g])) {
         wants.push_back({d->offset, d->bytes, g});
         datasets_.push_back(d);
       }
     }
     first_want_.push_back(wants.size());
     placed_.resize(wants.size());
-    written_.assign(layout_.samples.size(), false);
+    written_.assign(layout_.samples.size(), 0);
     rows_.assign(layout_.samples.size(), {});
     return wants;
   }
 
+  // The smallest free buffer that holds the dataset, else the largest (grown). Taking any
+  // buffer, as before, gave a sample's states the buffer of some token ids and allocated anew
+  // almost every time: fresh pages, faulted in by the read, which ran at 0.7 GB/s from the
+  // page cache (issue 21).
   void* place(size_t i) override {
+    const size_t need = std::max<uint64_t>(datasets_[i]->bytes, 1);
     ByteBuffer b;
     {
       std::lock_guard<std::mutex> lock(m_);
-      if (!context_->free.empty()) {
-        b = std::move(context_->free.back());
-        context_->free.pop_back();
+      std::vector<ByteBuffer>& free = free_list();
+      size_t pick = free.size();
+      for (size_t k = 0; k < free.size(); ++k) {
+        const size_t c = free[k].capacity, best = pick < free.size() ? free[pick].capacity : 0;
+        const bool fits = c >= need, best_fits = pick < free.size() && best >= need;
+        if (pick == free.size() || (fits && (!best_fits || c < best)) || (!fits && !best_fits && c > best)) pick = k;
+      }
+      if (pick < free.size()) {
+        b = std::move(free[pick]);
+        free[pick] = std::move(free.back());
+        free.pop_back();
       }
     }
-    b.fit(std::max<uint64_t>(datasets_[i]->bytes, 1));
+    b.fit(need);
     placed_[i] = std::move(b);
     return placed_[i].data.get();
   }
 
-  // Hands the sample to the worker, waiting while kInFlight are queued or being written (what
-  // bounds the memory: their buffers come back to the free list once written). A write that
-  // failed is rethrown here, so that verify stops giving this shard samples.
+  // Hands the sample to the writers, waiting while one more than there are writers are queued
+  // or being written (what bounds the memory: their buffers come back to the free list once
+  // written). A write that failed is rethrown here, so that verify stops giving this shard
+  // samples.
   void ready(size_t group) override {
     std::unique_lock<std::mutex> lock(m_);
-    if (!worker_.joinable()) worker_ = std::thread([this] { work(); });
-    cv_.wait(lock, [&] { return in_flight_ < kInFlight || error_; });
+    if (writers_.empty())
+      for (size_t w = 0; w < files_.size(); ++w) writers_.emplace_back([this, w] { work(w); });
+    cv_.wait(lock, [&] { return in_flight_ < files_.size() + 1 || error_; });
     if (error_) std::rethrow_exception(error_);
     queue_.push_back(group);
     ++in_flight_;
@@ -693,14 +712,16 @@ class ShardExport final : public io::ShardConsumer {
   }
 
   void passed() override {
-    stop_worker(false);
+    stop_writers(false);
     if (error_) std::rethrow_exception(error_);
     // A sample none of whose datasets was wanted is written now: its missing datasets are the error.
     for (size_t g = 0; g < layout_.samples.size(); ++g)
-      if (!written_[g]) write(layout_.samples[g], [](const io::StoredDataset&) -> const void* { return nullptr; });
+      if (!written_[g])
+        write(layout_.samples[g], [](const io::StoredDataset&) -> const void* { return nullptr; }, 0);
     {
       ScopeTimer t(&stages_.write);
-      for (io::TempFile& f : files_) f.commit();
+      for (std::vector<io::TempFile>& files : files_)
+        for (io::TempFile& f : files) f.commit();
       if (o_.format == ExportFormat::Speculators) {
         // In sample order, whatever order the file holds them in (the shard's rows are consecutive).
         io::TempFile fragment(rows_fragment(o_.dest, c_.shard_index));
@@ -715,13 +736,13 @@ class ShardExport final : public io::ShardConsumer {
   }
 
  private:
-  // Two samples in flight keep the disk busy while the next one is read; more would only cost
-  // memory (each holds its stored bytes).
-  static constexpr size_t kInFlight = 2;
+  // The buffers of samples written, shared by the writers (under m_); kept in the first
+  // context so that the next shard exported with it starts with them.
+  std::vector<ByteBuffer>& free_list() { return contexts_.front()->free; }
 
-  // The worker: the queued samples in the order they were handed over (files_ in that order, as
-  // without it), until told to stop; after a failed write it writes nothing more.
-  void work() {
+  // Writer w: the queued samples in the order they were handed over, until told to stop; after
+  // a failed write no writer writes anything more.
+  void work(size_t w) {
     std::unique_lock<std::mutex> lock(m_);
     for (;;) {
       cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -732,54 +753,54 @@ class ShardExport final : public io::ShardConsumer {
       lock.unlock();
       std::exception_ptr error;
       if (write_it) try {
-          write_placed(group);
+          write_placed(group, w);
         } catch (...) {
           error = std::current_exception();
         }
       lock.lock();
-      for (size_t i = first_want_[group]; i < first_want_[group + 1]; ++i)
-        context_->free.push_back(std::move(placed_[i]));
-      if (error) error_ = error;
+      for (size_t i = first_want_[group]; i < first_want_[group + 1]; ++i) free_list().push_back(std::move(placed_[i]));
+      if (error && !error_) error_ = error;
       --in_flight_;
       cv_.notify_all();
     }
   }
 
-  // Waits for the queued samples to be written (`drop`: only for the one being written), then
-  // joins the worker. The worker's error stays in error_.
-  void stop_worker(bool drop) noexcept {
+  // Waits for the queued samples to be written (`drop`: only for those being written), then
+  // joins the writers. A writer's error stays in error_.
+  void stop_writers(bool drop) noexcept {
     {
       std::unique_lock<std::mutex> lock(m_);
-      if (!worker_.joinable()) return;
+      if (writers_.empty()) return;
       if (drop) {
         for (const size_t group : queue_)
           for (size_t i = first_want_[group]; i < first_want_[group + 1]; ++i)
-            context_->free.push_back(std::move(placed_[i]));
+            free_list().push_back(std::move(placed_[i]));
         in_flight_ -= queue_.size();
         queue_.clear();
       }
       stop_ = true;
       cv_.notify_all();
     }
-    worker_.join();
+    for (std::thread& t : writers_) t.join();
+    writers_.clear();
   }
 
-  // On the worker: the sample's file from its placed buffers.
-  void write_placed(size_t group) {
+  // On writer w: the sample's file from its placed buffers.
+  void write_placed(size_t group, size_t w) {
     const size_t first = first_want_[group], end = first_want_[group + 1];
     const auto bytes = [&](const io::StoredDataset& d) -> const void* {
       for (size_t i = first; i < end; ++i)
         if (datasets_[i] == &d) return placed_[i].data.get();
       return nullptr;
     };
-    write(layout_.samples[group], bytes);
+    write(layout_.samples[group], bytes, w);
   }
 
-  void write(const io::StoredSample& sample, const DatasetBytes& bytes) {
+  void write(const io::StoredSample& sample, const DatasetBytes& bytes, size_t w) {
     const auto g = static_cast<size_t>(&sample - layout_.samples.data());
-    totals_.written += context_->exporter.write(sample, bytes, where_, &rows_[g], &files_);
+    totals_.written += contexts_[w]->exporter.write(sample, bytes, where_, &rows_[g], &files_[w]);
     ++totals_.samples;
-    written_[g] = true;
+    written_[g] = 1;
   }
 
   const ExportOptions& o_;
@@ -788,24 +809,25 @@ class ShardExport final : public io::ShardConsumer {
   ContextPool& pool_;
   StageCounters& stages_;
   ExportTotals& totals_;
-  std::unique_ptr<ExportContext> context_;
+  std::vector<std::unique_ptr<ExportContext>> contexts_;  // one per writer
   std::string where_;
   io::ShardLayout layout_;
   std::vector<const io::StoredDataset*> datasets_;  // of each want, in plan's order
   std::vector<size_t> first_want_;                  // sample g's wants: [first_want_[g], first_want_[g + 1])
   std::vector<ByteBuffer> placed_;                  // each want's bytes
-  std::vector<bool> written_;                       // each sample's file is in files_
-  std::vector<io::TempFile> files_;                 // the samples' files, closed, not yet renamed
+  std::vector<char> written_;                       // each sample's file is in files_ (a byte each: writers
+                                                    // set different samples' at once)
+  std::vector<std::vector<io::TempFile>> files_;    // each writer's samples' files, closed, not yet renamed
   std::vector<std::string> rows_;                   // speculators' data.jsonl row of each sample
 
-  // The write-behind worker and what it shares with the reading thread (under m_).
+  // The writers and what they share with the reading thread (under m_).
   std::mutex m_;
   std::condition_variable cv_;
-  std::deque<size_t> queue_;  // samples handed over, not yet taken by the worker
+  std::deque<size_t> queue_;  // samples handed over, not yet taken by a writer
   size_t in_flight_ = 0;      // samples handed over whose buffers are not yet back
-  bool stop_ = false;         // no more samples come: the worker returns once queue_ is empty
+  bool stop_ = false;         // no more samples come: the writers return once queue_ is empty
   std::exception_ptr error_;  // the first write that failed
-  std::thread worker_;        // started by the first ready(); joined before anything it uses goes
+  std::vector<std::thread> writers_;  // started by the first ready(); joined before anything they use goes
 };
 
 // --skip-verify: the same export without verify's checks, each wanted dataset read by pread
@@ -993,13 +1015,18 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
   const size_t cores = std::max(1u, std::thread::hardware_concurrency());
   const size_t pool_threads =
       std::max<size_t>(1, std::min(o.threads > 0 ? static_cast<size_t>(o.threads) : cores, todo.size()));
+  // Writers per shard: the threads the shards exported at once leave, each shard's reader
+  // counted, up to 4 (one for each write the disk can usefully hold queued per shard).
+  const size_t budget = o.threads > 0 ? static_cast<size_t>(o.threads) : cores;
+  const size_t writers_per_shard = o.writers_per_shard > 0 ? static_cast<size_t>(o.writers_per_shard)
+                                                           : std::clamp<size_t>(budget / pool_threads, 2, 5) - 1;
   std::mutex hdf5;  // HDF5 is built without thread safety
   StageCounters stages;
   ExportTotals totals;
   ContextPool contexts(o, s, stages);
   const auto export_shard = [&](const io::CommittedShard& c) -> std::unique_ptr<ShardExport> {
     if (fs::exists(done_marker(o.dest, c.shard_index))) return nullptr;  // done by an earlier run
-    return std::make_unique<ShardExport>(o, s, c, contexts, stages, totals);
+    return std::make_unique<ShardExport>(o, s, c, contexts, stages, totals, writers_per_shard);
   };
   auto& shards_done = totals.shards_done;
   auto& samples = totals.samples;
@@ -1072,6 +1099,7 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
   report.bytes_read += totals.read;
   report.seconds = elapsed();
   report.threads = static_cast<int>(pool_threads);
+  report.writers = static_cast<int>(pool_threads * writers_per_shard);
   report.stages = {stage_seconds(stages.src.read),     stage_seconds(stages.src.checksum),
                    stage_seconds(stages.src.metadata), stage_seconds(stages.src.values),
                    stage_seconds(stages.convert),      stage_seconds(stages.write),
@@ -1079,11 +1107,11 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
   return report;
 }
 
-std::string stages_text(const ExportStages& s, int threads) {
+std::string stages_text(const ExportStages& s, int readers, int writers) {
   return fmt::format("read {:.1f} s, checksum {:.1f} s, metadata {:.1f} s, values {:.1f} s, convert {:.1f} s, write "
-                     "{:.1f} s, sync {:.1f} s (summed over {} thread{})",
-                     s.read, s.checksum, s.metadata, s.values, s.convert, s.write, s.sync, threads,
-                     threads == 1 ? "" : "s");
+                     "{:.1f} s, sync {:.1f} s (summed over {} reading thread{} and {} writing thread{})",
+                     s.read, s.checksum, s.metadata, s.values, s.convert, s.write, s.sync, readers,
+                     readers == 1 ? "" : "s", writers, writers == 1 ? "" : "s");
 }
 
 void finish_export(const ExportOptions& o) {

@@ -25,6 +25,8 @@ struct ExportOptions {
   ExportFormat format = ExportFormat::Speculators;
   std::filesystem::path src, dest;
   int threads = 0;           // shards exported at once; 0: the cores of this machine
+  // Threads writing each shard's files; 0: what the threads left by the shards' readers allow, 1 to 4.
+  int writers_per_shard = 0;
   bool skip_verify = false;  // --skip-verify: SRC was just verified, do not read it twice
   bool space_check = true;   // refuse to start when DEST lacks room for what is left to write
   // --draft-vocab-size: the tokens of the draft vocabulary whose mapping files are written
@@ -60,7 +62,8 @@ struct ExportReport {
   int64_t samples = 0;  // each its own file
   uint64_t bytes_written = 0, bytes_read = 0;
   double seconds = 0;
-  int threads = 0;  // that exported shards at once
+  int threads = 0;  // that exported shards at once (each reading its shard)
+  int writers = 0;  // that wrote their files, summed over those shards
   ExportStages stages;
   bool nothing_to_do = false;  // DEST already holds the whole export
 };
@@ -112,8 +115,9 @@ enum class ExportStart {
 ExportStart prepare_export(const ExportOptions& o, std::optional<DirLock>* lock = nullptr);
 // Every rank: exports its share of the shards not done by an earlier run.
 ExportReport export_shards(const ExportOptions& o, const std::function<void(const ExportProgress&)>& progress = {});
-// The per-stage account of an export: "read 4.1 s, checksum 0.5 s, ... (summed over 16 threads)".
-std::string stages_text(const ExportStages& s, int threads);
+// The per-stage account of an export: "read 4.1 s, checksum 0.5 s, ... (summed over 3 reading
+// threads and 12 writing threads)".
+std::string stages_text(const ExportStages& s, int readers, int writers);
 // Rank 0, after every rank's share is done: speculators' data.jsonl (the rows in order), the
 // draft vocabulary's files (from the token counts of every shard), export.json (what was
 // exported from what), and the export state removed.

@@ -53,7 +53,7 @@ int run_export(ExportOptions o, const parallel::MpiEnv& mpi) {
   const ExportStages& st = r.stages;
   const std::vector<double> stage_sums = parallel::sum_to_root(
       mpi.world(), {st.read, st.checksum, st.metadata, st.values, st.convert, st.write, st.sync,
-                    static_cast<double>(r.threads)});
+                    static_cast<double>(r.threads), static_cast<double>(r.writers)});
   parallel::agreed_phase(mpi.world(), [&] {
     if (o.rank == 0) finish_export(o);
   });
@@ -68,7 +68,7 @@ int run_export(ExportOptions o, const parallel::MpiEnv& mpi) {
     const ExportStages sum{stage_sums[0], stage_sums[1], stage_sums[2], stage_sums[3],
                            stage_sums[4], stage_sums[5], stage_sums[6]};
     spdlog::info("export: {:.2f} GB read, {:.2f} GB written in {:.1f} s: {}", totals[2] / 1e9, totals[1] / 1e9, seconds,
-                 stages_text(sum, static_cast<int>(stage_sums[7])));
+                 stages_text(sum, static_cast<int>(stage_sums[7]), static_cast<int>(stage_sums[8])));
   }
   return 0;
 }

@@ -2,8 +2,8 @@
 # (issue 21): DEST of every format, from SRCs of every storage dtype (make_export_src: seeded
 # random states, 7 samples in shards of 3, H = 256) and of unsorted --layers (ModelOpt reorders
 # them), checksummed file by file against export_identity.sha256, which the export of before
-# those changes wrote (commit 9db9081). The same bytes with --skip-verify, with one thread, and
-# under two ranks. export.json is left out: it names SRC's path.
+# those changes wrote (commit 9db9081). The same bytes with --skip-verify, with one thread, with
+# three writers per shard (more than this machine's cores give by default), and under two ranks. export.json is left out: it names SRC's path.
 source "$(dirname "$0")/lib.sh"
 [ -n "${E3_MAKE_EXPORT_SRC:-}" ] || fail "E3_MAKE_EXPORT_SRC is not set"
 golden="$(cd "$(dirname "$0")" && pwd)/export_identity.sha256"
@@ -36,8 +36,12 @@ for f in speculators specforge modelopt; do
   exported 1 "skip_$f" --format "$f" --skip-verify src_fp8
   exported 1 "one_$f" --format "$f" --threads 1 src_bf16
   exported 2 "np2_$f" --format "$f" src_unsorted
+  exported 1 "w3_$f" --format "$f" --threads 3 --writers 3 src_fp8
+  grep -q "and 9 writing threads)" "w3_$f.log" || { cat "w3_$f.log"; fail "--writers 3: not 3 writers for each of 3 shards"; }
   diff <(listing "out_fp8_$f" | sed "s|out_fp8_$f/||") <(listing "skip_$f" | sed "s|skip_$f/||") > /dev/null ||
     fail "--skip-verify wrote other bytes ($f)"
+  diff <(listing "out_fp8_$f" | sed "s|out_fp8_$f/||") <(listing "w3_$f" | sed "s|w3_$f/||") > /dev/null ||
+    fail "--writers 3 wrote other bytes ($f)"
   diff <(listing "out_bf16_$f" | sed "s|out_bf16_$f/||") <(listing "one_$f" | sed "s|one_$f/||") > /dev/null ||
     fail "--threads 1 wrote other bytes ($f)"
   diff <(listing "out_unsorted_$f" | sed "s|out_unsorted_$f/||") <(listing "np2_$f" | sed "s|np2_$f/||") > /dev/null ||

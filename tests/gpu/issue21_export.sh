@@ -10,7 +10,12 @@
 # DEST_DIR where the exports go (each removed after it is timed; KEEP=1 keeps them)
 # DISK     a directory on DEST_DIR's disk for dd's file (default DEST_DIR)
 # FORMATS  default "specforge speculators modelopt"; DTYPES default "bf16 fp8"; COLD=1 (default)
-#          drops the page cache before each export (needs root), so SRC is read from the disk.
+#          drops the page cache before each export (needs root), so SRC is read from the disk;
+#          COLD=0 reads SRC's shards first (cat), so that they are in the page cache (fincore says).
+# EXPORT_ARGS more arguments for the export (e.g. "--writers 1"); LABEL names the export in the log.
+# DDCOPY=1 also times dd copying SRC's shards into DISK (oflag=direct; iflag=direct when COLD=1):
+#          the same bytes read from the same disk and written to it, the bound of an export whose
+#          SRC is on DEST's disk.
 # For each SRC and format: dd if=/dev/zero bs=64M count=64 oflag=direct on DISK, then the export:
 # GB written / s, the ratio to dd, the GB read against SRC's size (once = 1.00), and the
 # export's per-stage account line. Logs under $OUT (default /tmp/out).
@@ -23,6 +28,9 @@ FORMATS=${FORMATS:-specforge speculators modelopt}
 DTYPES=${DTYPES:-bf16 fp8}
 SAMPLES=${SAMPLES:-300}
 COLD=${COLD:-1}
+EXPORT_ARGS=${EXPORT_ARGS:-}
+LABEL=${LABEL:-$(basename "$BIN")}
+DDCOPY=${DDCOPY:-0}
 MAKE_CHECKPOINT=${MAKE_CHECKPOINT:-$PWD/.gpu/shared/bench/make_checkpoint.py}
 CONFIG=${CONFIG:-$PWD/.gpu/shared/bench/configs/llama3_8b.json}
 OUT=${OUT:-/tmp/out}
@@ -57,29 +65,55 @@ dd_rate() {  # GB/s of dd oflag=direct on DISK
 }
 
 first=${DTYPES%% *}
+drop_or_fill() {  # SRC ($1) cold (COLD=1) or in the page cache; says so on stderr and in the log
+  sync
+  if [ "$COLD" = 1 ]; then
+    echo 3 > /proc/sys/vm/drop_caches || say "cannot drop the page cache: SRC may be read from memory"
+  else
+    cat "$1"/shard-*.h5 > /dev/null
+    say "  SRC in the page cache: $(fincore -b -n -o RES "$1"/shard-*.h5 2>/dev/null | awk '{s += $1} END {printf "%.2f GB", s / 1e9}')" >&2
+  fi
+}
+
+dd_copy() {  # seconds for dd to copy SRC's ($1) shards into DISK, past the page cache
+  local s e f iflag=; [ "$COLD" = 1 ] && iflag=iflag=direct
+  drop_or_fill "$1"
+  s=$(date +%s.%N)
+  for f in "$1"/shard-*.h5; do dd if="$f" of="$DISK/issue21_ddcopy.$$" bs=64M $iflag oflag=direct 2> /dev/null; done
+  e=$(date +%s.%N)
+  rm -f "$DISK/issue21_ddcopy.$$"
+  awk -v s="$s" -v e="$e" 'BEGIN { printf "%.2f", e - s }'
+}
+
 for dtype in $DTYPES; do
   src=$SRC; [ "$dtype" = "$first" ] || src=${SRC}_$dtype
   [ -f "$src/manifest.json" ] || make_src "$src" "$dtype"
   src_bytes=$(du -cb "$src"/shard-*.h5 | tail -1 | cut -f1)
+  copy_s=0
+  if [ "$DDCOPY" = 1 ]; then
+    copy_s=$(dd_copy "$src")
+    say "dd copy of SRC ($(awk -v b="$src_bytes" 'BEGIN { printf "%.2f GB", b / 1e9 }'), cold $COLD): $copy_s s"
+  fi
   for fmt in $FORMATS; do
     dest=$DEST_DIR/issue21_${dtype}_$fmt
     rm -rf "$dest"
     dd=$(dd_rate)
-    sync
-    if [ "$COLD" = 1 ]; then echo 3 > /proc/sys/vm/drop_caches || say "cannot drop the page cache: SRC may be read from memory"; fi
+    drop_or_fill "$src"
     load=$(cut -d' ' -f1-3 /proc/loadavg)
-    elog=$OUT/export_${dtype}_$fmt.log
+    elog=$OUT/export_${dtype}_${fmt}_${LABEL}_cold$COLD.log
     start=$(date +%s.%N)
-    $MPIRUN -np 1 "$BIN" export --format "$fmt" "$src" "$dest" > "$elog" 2>&1
+    # shellcheck disable=SC2086
+    $MPIRUN -np 1 "$BIN" export --format "$fmt" $EXPORT_ARGS "$src" "$dest" > "$elog" 2>&1
     rc=$?
     end=$(date +%s.%N)
     written=$(du -cb "$dest" | tail -1 | cut -f1)
     read_gb=$(grep -oE 'export: [0-9.]+ GB read' "$elog" | grep -oE '[0-9.]+' | head -1)
     awk -v w="$written" -v s="$start" -v e="$end" -v dd="$dd" -v r="${read_gb:-0}" -v src="$src_bytes" \
-      -v name="$dtype $fmt" -v rc="$rc" -v load="$load" 'BEGIN {
+      -v name="$dtype $fmt $LABEL${EXPORT_ARGS:+ $EXPORT_ARGS} cold $COLD" -v rc="$rc" -v load="$load" -v copy="$copy_s" 'BEGIN {
         gbs = w / (e - s) / 1e9;
-        printf "%s: rc %d, %.2f GB in %.1f s = %.2f GB/s, dd oflag=direct %.2f GB/s, ratio %.2f; SRC %.2f GB read %.2fx; load %s\n",
-               name, rc, w / 1e9, e - s, gbs, dd, gbs / dd, src / 1e9, r * 1e9 / src, load }' | tee -a "$LOG"
+        printf "%s: rc %d, %.2f GB in %.1f s = %.2f GB/s, dd oflag=direct %.2f GB/s, ratio %.2f%s; SRC %.2f GB read %.2fx; load %s\n",
+               name, rc, w / 1e9, e - s, gbs, dd, gbs / dd,
+               (copy > 0 ? sprintf(", dd copy of SRC / export time %.2f", copy / (e - s)) : ""), src / 1e9, r * 1e9 / src, load }' | tee -a "$LOG"
     # The export's own clock (without mpirun's start) and its per-stage account.
     say "  $(grep -oE 'GB written in [0-9.]+ s \([0-9]+ MB/s\)' "$elog" | head -1); $(grep -oE 'export: [0-9.]+ GB read, .*' "$elog")"
     [ "$rc" -eq 0 ] || say "  $(grep -m1 critical "$elog")"

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <mutex>
 #include <optional>
+#include <iterator>
 #include <thread>
 
 #include <fmt/format.h>
@@ -641,6 +642,11 @@ class ShardExport final : public io::ShardConsumer {
               StageCounters& stages, ExportTotals& totals, size_t writers)
       : o_(o), s_(s), c_(c), pool_(pool), stages_(stages), totals_(totals), files_(std::max<size_t>(1, writers)) {
     for (size_t w = 0; w < files_.size(); ++w) contexts_.push_back(pool.take());
+    for (size_t w = 1; w < contexts_.size(); ++w) {  // every buffer kept on the one free list
+      std::vector<ByteBuffer>& kept = contexts_[w]->free;
+      std::move(kept.begin(), kept.end(), std::back_inserter(free_list()));
+      kept.clear();
+    }
   }
   // Without passed(): the samples still queued are dropped (their files would be removed
   // anyway), a writer's error with them; files_ not committed are removed.

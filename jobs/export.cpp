@@ -283,11 +283,15 @@ void check_conventions(ExportFormat f, const Source& s, const fs::path& src) {
              "the extraction with --final {} (or --final both, which serves every trainer) into a new --out",
              name_of(f), src.string(), d.final_mode == "none" ? "not at all" : d.final_mode, d.final_mode,
              name_of(f), std::string(need.norm) == "pre-norm" ? "before" : "after", need.norm);
+  // The default [2, L/2, L-3] exists from 4 layers on; below, the advice names what is possible.
+  const std::string rerun = L >= 4 ? fmt::format("--layers {} (the EAGLE-3 default for {} layers)", fmt::join(preset, ","), L)
+                                   : fmt::format("three --layers below {} (the EAGLE-3 default, [2, L/2, L-3], needs 4 "
+                                                 "layers or more)",
+                                                 L);
   E3_REQUIRE(d.layer_ids.size() == 3, ErrorKind::Usage,
              "export --format {}: {} holds {} capture ids [{}]; EAGLE-3 trainers take exactly three: rerun the "
-             "extraction with --layers {} (the EAGLE-3 default for {} layers)",
-             name_of(f), src.string(), d.layer_ids.size(), fmt::join(d.layer_ids, ", "),
-             fmt::join(preset, ","), L);
+             "extraction with {}",
+             name_of(f), src.string(), d.layer_ids.size(), fmt::join(d.layer_ids, ", "), rerun);
   if (f == ExportFormat::ModelOpt) {
     std::vector<int32_t> distinct = d.layer_ids;
     std::sort(distinct.begin(), distinct.end());

@@ -118,6 +118,12 @@ expect_failure 2 "rerun the extraction with --final post-norm (or --final both" 
 LOG="$work/conv3.log"
 run 1 export --format modelopt "$work/four" "$work/conv3"
 expect_failure 2 "take exactly three: rerun the extraction with --layers 2,4,5" ""
+# A model of fewer than 4 layers has no EAGLE-3 default to name (2, L/2, L-3 would not be layers).
+"$E3_MAKE_EXPORT_SRC" "$work/two_layers" --hidden 64 --layers-total 2 --layers 0,1 --samples 2 --tokens 8 \
+  --vocab 100 > /dev/null
+LOG="$work/conv_two_layers.log"
+run 1 export --format specforge "$work/two_layers" "$work/conv_two_layers"
+expect_failure 2 "take exactly three: rerun the extraction with three --layers below 2 (the EAGLE-3 default, \[2, L/2, L-3\], needs 4 layers or more)" ""
 LOG="$work/conv4.log"
 run 1 export --format modelopt "$work/shifted" "$work/conv4"
 [ "$RC" -eq 0 ] || { cat "$LOG"; fail "export of non-default layers exited $RC"; }

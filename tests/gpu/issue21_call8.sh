@@ -3,7 +3,7 @@
 # (build-gpu/old: 8461775, one writer per shard) and after (build-gpu/new: writers per shard,
 # buffers reused, SRC read ahead past the page cache when cold), each with SRC in the page
 # cache and cold, beside dd (write; copy of SRC on the same disk; four writes at once), and the
-# two exports' files compared byte for byte. Carry build-gpu/{new,old,lib-gpu,sharedbench}.
+# two exports' files compared byte for byte; then E3_PROFILE=1 of both MoE shapes. Carry build-gpu/{new,old,lib-gpu,sharedbench}.
 set -uo pipefail
 export LD_LIBRARY_PATH=$PWD/build-gpu/lib-gpu:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -41,4 +41,6 @@ for cold in 0 1; do
     timeout 120 bash tests/gpu/issue21_export.sh
 done
 cat "$OUT/issue21_export.log" >> "$LOG"
+# Where a MoE step's GPU time goes, op by op (the whole table is in the tarball's bench_*_profile.log).
+VARIANTS=5 timeout 90 bash tests/gpu/issue21_moe.sh profile > /dev/null 2>&1
 tar -czf /tmp/logs.tgz -C "$OUT" . && find "$OUT" -mindepth 1 -maxdepth 1 ! -name issue21_call8.log -exec rm -rf {} + ; mv /tmp/logs.tgz "$OUT/"

@@ -330,7 +330,7 @@ Registered add_export_options(CLI::App& app, Request& req) {
   auto* writers = exporter->add_option(
       "--writers", o.writers_per_shard,
       "threads writing each shard's files; default: the threads --threads leaves per shard exported at once, "
-      "less its reader, 1 to 4");
+      "less its reader, 2 to 4");
   exporter->add_flag("--skip-verify", o.skip_verify,
                      "do not make verify's checks first (checksums and values of every shard): for a SRC that "
                      "`eagle3_extract verify` has just passed");

@@ -71,7 +71,11 @@ drop_or_fill() {  # SRC ($1) cold (COLD=1) or in the page cache; says so on stde
     echo 3 > /proc/sys/vm/drop_caches || say "cannot drop the page cache: SRC may be read from memory"
   else
     cat "$1"/shard-*.h5 > /dev/null
-    say "  SRC in the page cache: $(fincore -b -n -o RES "$1"/shard-*.h5 2>/dev/null | awk '{s += $1} END {printf "%.2f GB", s / 1e9}')" >&2
+    if command -v fincore > /dev/null; then
+      say "  SRC in the page cache: $(fincore -b -n -o RES "$1"/shard-*.h5 | awk '{s += $1} END {printf "%.2f GB", s / 1e9}')" >&2
+    else
+      say "  SRC read once before (no fincore here to say how much of it the page cache holds)" >&2
+    fi
   fi
 }
 

@@ -11,8 +11,6 @@
 
 #include <fmt/format.h>
 
-#include "core/stage_timer.h"
-
 namespace e3::io {
 
 double resident_share(int fd, uint64_t size) {
@@ -32,21 +30,19 @@ double resident_share(int fd, uint64_t size) {
 
 void ReadAhead::FreeAligned::operator()(unsigned char* p) const { std::free(p); }
 
-std::unique_ptr<ReadAhead> ReadAhead::open(int fd, uint64_t size, std::string where, ErrorKind kind, bool direct,
-                                           Hashing hashing, size_t chunk, size_t depth) {
+std::unique_ptr<ReadAhead> ReadAhead::open(int fd, uint64_t size, std::string where, ErrorKind kind, size_t chunk,
+                                           size_t depth) {
   // The same open file again (not its name, which may name another file by now), with O_DIRECT.
-  Fd again(direct ? ::open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT) : -1);
-  if (direct && again.get() < 0) return nullptr;
+  Fd direct(::open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT));
+  if (direct.get() < 0) return nullptr;
   chunk = std::max(kAlign, chunk / kAlign * kAlign);
-  return std::unique_ptr<ReadAhead>(new ReadAhead(std::move(again), fd, size, std::move(where), kind, hashing, chunk,
-                                                  std::max<size_t>(depth, 2)));
+  return std::unique_ptr<ReadAhead>(
+      new ReadAhead(std::move(direct), fd, size, std::move(where), kind, chunk, std::max<size_t>(depth, 2)));
 }
 
-ReadAhead::ReadAhead(Fd direct, int fd, uint64_t size, std::string where, ErrorKind kind, Hashing hashing,
-                     size_t chunk, size_t depth)
+ReadAhead::ReadAhead(Fd direct, int fd, uint64_t size, std::string where, ErrorKind kind, size_t chunk, size_t depth)
     : direct_(std::move(direct)),
       fd_(fd),
-      hashing_(hashing),
       size_(size),
       where_(std::move(where)),
       kind_(kind),
@@ -70,42 +66,33 @@ ReadAhead::~ReadAhead() {
 }
 
 void ReadAhead::run() {
-  const bool direct = direct_.get() >= 0;
-  const int fd = direct ? direct_.get() : fd_;
   std::unique_lock<std::mutex> lock(m_);
   for (uint64_t k = 0; k < chunks_; ++k) {
     cv_.wait(lock, [&] { return stop_ || k < first_ + depth_; });
     if (stop_) return;
-    if (k < first_ && !hashing_.hash) {  // released unread: the reader skipped past it
+    if (k < first_) {  // released unread: the reader skipped past it
       filled_ = k + 1;
       continue;
     }
     lock.unlock();
-    // O_DIRECT: whole blocks, the last one past the end of the file (the read stops there).
+    // Whole blocks, the last one past the end of the file: the read stops there.
     const uint64_t at = k * chunk_;
     const size_t want = static_cast<size_t>(std::min<uint64_t>(chunk_, size_ - at));
-    const size_t ask = direct ? (want + kAlign - 1) / kAlign * kAlign : want;
+    const size_t ask = (want + kAlign - 1) / kAlign * kAlign;
     unsigned char* to = slot(k);
     std::exception_ptr error;
     size_t done = 0;
-    {
-      ScopeTimer t(hashing_.read_ns);
-      while (done < want) {
-        const ssize_t got = ::pread(fd, to + done, ask - done, static_cast<off_t>(at + done));
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) {
-          error = std::make_exception_ptr(Error(kind_,
-                                                fmt::format("{}: reading at byte {}: {}", where_, at + done,
-                                                            got == 0 ? "unexpected end of file" : std::strerror(errno)),
-                                                __FILE__, __LINE__));
-          break;
-        }
-        done += static_cast<size_t>(got);
+    while (done < want) {
+      const ssize_t got = ::pread(direct_.get(), to + done, ask - done, static_cast<off_t>(at + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        error = std::make_exception_ptr(Error(
+            kind_,
+            fmt::format("{}: reading at byte {}: {}", where_, at + done, got == 0 ? "unexpected end of file" : std::strerror(errno)),
+            __FILE__, __LINE__));
+        break;
       }
-    }
-    if (!error && hashing_.hash) {
-      ScopeTimer t(hashing_.hash_ns);
-      hashing_.hash->update(to, want);
+      done += static_cast<size_t>(got);
     }
     lock.lock();
     if (error) {
@@ -117,14 +104,6 @@ void ReadAhead::run() {
     filled_ = k + 1;
     cv_.notify_all();
   }
-}
-
-void ReadAhead::finish() {
-  std::unique_lock<std::mutex> lock(m_);
-  first_ = chunks_;  // every chunk released: the thread reads (and hashes) the rest into any slot
-  cv_.notify_all();
-  cv_.wait(lock, [&] { return filled_ == chunks_ || error_; });
-  if (filled_ < chunks_) std::rethrow_exception(error_);
 }
 
 void ReadAhead::read(void* to, size_t n, uint64_t at) {

@@ -200,17 +200,12 @@ class ShardChecker {
     std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.offset < b.offset; });
 
     ContentHash hash;
-    // A file read whole (hashed) is read by a ReadAhead, which also hashes it, a few chunks
-    // ahead of the pass: this thread then only copies out and checks the bytes the regions and
-    // wants need. It reads around the page cache unless the file is in it. Without a checksum,
-    // only those bytes are read, by pread, the kernel asked for the next kReadAhead bytes ahead.
+    // A file read whole (hashed) and not in the page cache is read past it, a few chunks ahead
+    // of the pass (ReadAhead). One in the cache is read from there, and the kernel is asked for
+    // the next kReadAhead bytes ahead of the pass, so that the disk reads what is missing while
+    // this thread hashes and checks the last.
     std::unique_ptr<ReadAhead> ahead;
-    if (hashing) {
-      const bool cached = resident_share(fd.get(), size) >= 0.5;
-      const ReadAhead::Hashing h{&hash, stage(&ShardReadStages::read), stage(&ShardReadStages::checksum)};
-      if (!cached) ahead = ReadAhead::open(fd.get(), size, where, ErrorKind::Verify, true, h);
-      if (!ahead) ahead = ReadAhead::open(fd.get(), size, where, ErrorKind::Verify, false, h);
-    }
+    if (hashing && resident_share(fd.get(), size) < 0.5) ahead = ReadAhead::open(fd.get(), size, where, ErrorKind::Verify);
     uint64_t asked = 0;  // the bytes before it are asked for
     const auto read = [&](void* to, size_t n, uint64_t at) {
       ScopeTimer t(stage(&ShardReadStages::read));
@@ -223,12 +218,10 @@ class ShardChecker {
       }
       pread_exact(fd.get(), to, n, at, ErrorKind::Verify, where);
     };
-    // The pass's bytes in file order: hashed here when no ReadAhead does (there is none).
     const auto hashed = [&](const void* p, size_t n) {
-      bytes_done += n;
-      if (ahead) return;
       ScopeTimer t(stage(&ShardReadStages::checksum));
       hash.update(p, n);
+      bytes_done += n;
     };
     const auto good = [&] { return !metadata_error && !value_error && consumer; };
     // One item, read into its want's place (or the scratch buffer) in pieces of whole elements;
@@ -274,10 +267,6 @@ class ShardChecker {
     };
     uint64_t pos = 0;  // the bytes before it are read (and hashed)
     const auto gap = [&](uint64_t to) {
-      if (ahead && pos < to) {  // hashed by the ReadAhead: nothing to read here
-        bytes_done += to - pos;
-        pos = to;
-      }
       for (; hashing && pos < to;) {
         const size_t n = static_cast<size_t>(std::min<uint64_t>(kReadChunk, to - pos));
         read(buf.io.data(), n, pos);
@@ -299,7 +288,6 @@ class ShardChecker {
     gap(size);
     for (const Item* item : overlapping) take(*item, false);
 
-    if (ahead) ahead->finish();  // the last bytes hashed (a read that failed is thrown here)
     if (hashing) {
       const std::string sum = hash.hex();
       E3_VERIFY(sum == s.checksum, "{}: checksum {} differs from the manifest's {} (changed after it was written)",

@@ -41,9 +41,8 @@ class ReadAheadTest : public ::testing::Test {
     fd_ = std::make_unique<Fd>(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
     ASSERT_GE(fd_->get(), 0);
   }
-  std::unique_ptr<ReadAhead> open(uint64_t size, size_t depth = 2, ReadAhead::Hashing h = {}) {
-    std::unique_ptr<ReadAhead> r =
-        ReadAhead::open(fd_->get(), size, "the file", e3::ErrorKind::Verify, true, h, kChunk, depth);
+  std::unique_ptr<ReadAhead> open(uint64_t size, size_t depth = 2) {
+    std::unique_ptr<ReadAhead> r = ReadAhead::open(fd_->get(), size, "the file", e3::ErrorKind::Verify, kChunk, depth);
     // Only a file system that refuses O_DIRECT leaves the page cache as the only way.
     EXPECT_EQ(r != nullptr, opens_with_o_direct(path_)) << dir_.path();
     return r;
@@ -119,39 +118,6 @@ TEST_F(ReadAheadTest, StopsWithChunksUnread) {
     if (!r) return;
     EXPECT_EQ(read(*r, 1, 0), expected(1, 0));
   }
-}
-
-// With a hash, every byte is hashed in order, whatever the reader skipped, around the page
-// cache and through it; the bytes read are the file's.
-TEST_F(ReadAheadTest, HashesTheWholeFileWhateverWasRead) {
-  const uint64_t whole = e3::ContentHash().update(bytes_.data(), bytes_.size()).digest();
-  for (const bool direct : {true, false}) {
-    for (const uint64_t skip_to : {uint64_t{0}, uint64_t{2 * kChunk + 9}, uint64_t{bytes_.size() - 1}}) {
-      e3::ContentHash hash;
-      std::atomic<uint64_t> read_ns{0}, hash_ns{0};
-      std::unique_ptr<ReadAhead> r =
-          ReadAhead::open(fd_->get(), bytes_.size(), "the file", e3::ErrorKind::Verify, direct,
-                          {&hash, &read_ns, &hash_ns}, kChunk, 2);
-      if (!r) {
-        EXPECT_FALSE(opens_with_o_direct(path_));
-        continue;
-      }
-      EXPECT_EQ(read(*r, 5, 3), expected(5, 3));
-      EXPECT_EQ(read(*r, 1, skip_to), expected(1, skip_to));
-      r->finish();
-      EXPECT_EQ(hash.digest(), whole) << "direct " << direct << ", skipped to " << skip_to;
-      EXPECT_GT(read_ns.load() + hash_ns.load(), 0u);
-    }
-  }
-}
-
-// finish() reports a read that failed, also one past every byte the caller asked for.
-TEST_F(ReadAheadTest, FinishReportsAFailedRead) {
-  e3::ContentHash hash;
-  const std::unique_ptr<ReadAhead> r = open(bytes_.size() + kChunk, 2, {&hash, nullptr, nullptr});
-  if (!r) return;
-  EXPECT_EQ(read(*r, 10, 0), expected(10, 0));
-  EXPECT_THROW(r->finish(), e3::Error);
 }
 
 TEST(ResidentShare, AFileJustReadIsInThePageCache) {

@@ -3,6 +3,8 @@
 # the shard's ReadAhead thread also hashes it, in the page cache or around it, so that the
 # verify pass only copies out and checks what export uses), SRC in the page cache and cold,
 # twice each, beside dd; the files of both compared. Carry build-gpu/{new,old,lib-gpu,sharedbench}.
+# The hashing in the read-ahead thread measured slower and was taken back (docs/PERFORMANCE.md,
+# "Issue 21 item 3 ... (fourth session)"); rerunning this script measures the code as it is.
 set -uo pipefail
 export LD_LIBRARY_PATH=$PWD/build-gpu/lib-gpu:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"

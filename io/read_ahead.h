@@ -9,7 +9,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "io/file_io.h"
 
@@ -32,8 +31,8 @@ class ReadAhead {
  public:
   static constexpr size_t kAlign = 4096;  // O_DIRECT's alignment of memory, offsets and lengths, at most
 
-  // nullptr where the file system refuses O_DIRECT (tmpfs) or the file cannot be opened again
-  // for it: then the page cache is the way.
+  // nullptr where the file system refuses O_DIRECT (tmpfs did before Linux 6.6) or the file
+  // cannot be opened again for it: then the page cache is the way.
   static std::unique_ptr<ReadAhead> open(int fd, uint64_t size, std::string where, ErrorKind kind,
                                          size_t chunk = size_t{16} << 20, size_t depth = 4);
   ~ReadAhead();
@@ -41,7 +40,6 @@ class ReadAhead {
   ReadAhead& operator=(const ReadAhead&) = delete;
 
   void read(void* to, size_t n, uint64_t at);
-  uint64_t size() const { return size_; }
 
  private:
   ReadAhead(Fd direct, int fd, uint64_t size, std::string where, ErrorKind kind, size_t chunk, size_t depth);

@@ -12,9 +12,9 @@
 #include <deque>
 #include <exception>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <optional>
-#include <iterator>
 #include <thread>
 
 #include <fmt/format.h>
@@ -590,6 +590,21 @@ struct ByteBuffer {
   }
 };
 
+// The buffer of `free` to hold `need` bytes: the smallest that does, else the largest (to be
+// grown); free.size() when there is none.
+size_t best_fit(const std::vector<ByteBuffer>& free, size_t need) {
+  size_t pick = free.size();
+  for (size_t k = 0; k < free.size(); ++k) {
+    if (pick == free.size()) {
+      pick = k;
+      continue;
+    }
+    const size_t c = free[k].capacity, best = free[pick].capacity;
+    if (best >= need ? c >= need && c < best : c > best) pick = k;
+  }
+  return pick;
+}
+
 // What one exporting thread reuses from shard to shard: the sample layout's buffers and the
 // datasets' bytes.
 struct ExportContext {
@@ -689,15 +704,10 @@ class ShardExport final : public io::ShardConsumer {
     {
       std::lock_guard<std::mutex> lock(m_);
       std::vector<ByteBuffer>& free = free_list();
-      size_t pick = free.size();
-      for (size_t k = 0; k < free.size(); ++k) {
-        const size_t c = free[k].capacity, best = pick < free.size() ? free[pick].capacity : 0;
-        const bool fits = c >= need, best_fits = pick < free.size() && best >= need;
-        if (pick == free.size() || (fits && (!best_fits || c < best)) || (!fits && !best_fits && c > best)) pick = k;
-      }
+      const size_t pick = best_fit(free, need);
       if (pick < free.size()) {
-        b = std::move(free[pick]);
-        free[pick] = std::move(free.back());
+        std::swap(free[pick], free.back());
+        b = std::move(free.back());
         free.pop_back();
       }
     }

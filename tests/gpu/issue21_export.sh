@@ -64,11 +64,10 @@ dd_rate() {  # GB/s of dd oflag=direct on DISK
   echo "$line" | awk '{for (i = 1; i <= NF; ++i) if ($i == "s,") { print $1 / $(i - 1) / 1e9; exit }}'
 }
 
-first=${DTYPES%% *}
 drop_or_fill() {  # SRC ($1) cold (COLD=1) or in the page cache; says so on stderr and in the log
   sync
   if [ "$COLD" = 1 ]; then
-    echo 3 > /proc/sys/vm/drop_caches || say "cannot drop the page cache: SRC may be read from memory"
+    echo 3 > /proc/sys/vm/drop_caches || say "cannot drop the page cache: SRC may be read from memory" >&2
   else
     cat "$1"/shard-*.h5 > /dev/null
     if command -v fincore > /dev/null; then
@@ -89,6 +88,7 @@ dd_copy() {  # seconds for dd to copy SRC's ($1) shards into DISK, past the page
   awk -v s="$s" -v e="$e" 'BEGIN { printf "%.2f", e - s }'
 }
 
+first=${DTYPES%% *}
 for dtype in $DTYPES; do
   src=$SRC; [ "$dtype" = "$first" ] || src=${SRC}_$dtype
   [ -f "$src/manifest.json" ] || make_src "$src" "$dtype"

@@ -91,7 +91,7 @@ struct ReadBuffers {
   std::vector<uint8_t> mask;
 };
 
-constexpr size_t kReadChunk = 8 << 20;
+constexpr size_t kReadChunk = 1 << 20;
 constexpr uint64_t kReadAhead = 64 << 20;
 
 // Checks shard files against their manifest records; shared by the threads of the pool.

@@ -1,7 +1,14 @@
 // Variable-length causal attention over packed sequences, FlashAttention-style: each block
-// owns 64 queries of one head of one sequence and streams 64-key tiles of K and V through
-// shared memory (double-buffered with cp.async), keeping the softmax online. No [T, T]
-// matrix exists anywhere. Q.K^T and P.V run on mma.sync m16n8k16 (bf16 in, fp32 out).
+// owns 128 queries of one head of one sequence (16 per warp) and streams 64-key tiles of K and V
+// through shared memory (three buffers filled with cp.async, two tiles ahead), keeping the
+// softmax online. No [T, T] matrix exists anywhere. Q.K^T and P.V run on mma.sync m16n8k16
+// (bf16 in, fp32 out).
+//
+// Each warp visits exactly the key tiles it would in a block of its own 64-query half (the
+// kernel's earlier shape, 4 warps of 64 queries): the same tiles in the same order, the same
+// arithmetic per row, so its rows come out with the same bits. Only tiles that cut through a
+// warp's rows (the diagonal, the sequence's end, a window's edge) are masked; a mask is a
+// no-op everywhere else.
 #include <cmath>
 
 #include "kernels/cuda_common.cuh"
@@ -10,9 +17,11 @@
 namespace e3::kernels::cuda {
 namespace {
 
-constexpr int kBM = 64;       // queries per block (16 per warp)
+constexpr int kBM = 128;      // queries per block (16 per warp)
+constexpr int kHalf = 64;     // the query span whose key tiles a warp visits (see above)
 constexpr int kBN = 64;       // keys per tile
-constexpr int kWarps = 4;
+constexpr int kWarps = kBM / 16;
+constexpr int kStages = 3;    // K/V tile buffers: one being read, two being filled
 constexpr int kPad = 8;       // row padding (bf16) that makes ldmatrix rows hit distinct banks
 
 struct Args {
@@ -31,7 +40,8 @@ struct Args {
 
 template <int DQK, int DV>
 constexpr size_t smem_bytes() {
-  return sizeof(bf16) * (static_cast<size_t>(kBM) * (DQK + kPad) + 2ull * kBN * (DQK + kPad) + 2ull * kBN * (DV + kPad));
+  return sizeof(bf16) * (static_cast<size_t>(kBM) * (DQK + kPad) + size_t{kStages} * kBN * (DQK + kPad) +
+                         size_t{kStages} * kBN * (DV + kPad));
 }
 
 // rows x COLS tile of a head into shared memory with row stride COLS + kPad; rows beyond
@@ -48,13 +58,18 @@ __device__ void load_tile(bf16* smem, const bf16* base, int64_t stride, int rows
   }
 }
 
+// The first key of the tiles queries from q0 on need: 0, or the window's lower bound in whole tiles.
+__device__ __forceinline__ int first_key(int q0, int64_t window) {
+  return window > 0 ? max(0, static_cast<int>(q0 - window + 1)) / kBN * kBN : 0;
+}
+
 template <int DQK, int DV>
 __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(Args a) {
   static_assert(DQK % 16 == 0 && DV % 16 == 0, "head dims are padded to multiples of 16");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* sQ = reinterpret_cast<bf16*>(smem_raw);
   bf16* sK = sQ + kBM * (DQK + kPad);
-  bf16* sV = sK + 2 * kBN * (DQK + kPad);
+  bf16* sV = sK + kStages * kBN * (DQK + kPad);
 
   const int head = blockIdx.y;
   const int seq = blockIdx.x / a.tiles_per_seq;
@@ -72,43 +87,48 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(Args a) {
   const bf16* kbase = a.k + int64_t{start} * a.k_stride + int64_t{kv_head} * a.dqk;
   const bf16* vbase = a.v + int64_t{start} * a.v_stride + int64_t{kv_head} * a.dv;
 
-  // Keys this tile needs: causal up to its last query, and the window's lower bound.
-  const int q_last = min(q0 + kBM, len) - 1;
-  int k_begin = 0;
-  if (a.window > 0) k_begin = max(0, static_cast<int>(q0 - a.window + 1)) / kBN * kBN;
-  const int k_end = q_last + 1;
-  const int num_tiles = (k_end - k_begin + kBN - 1) / kBN;
+  // The block's key tiles: causal up to its last query, from the window's lower bound.
+  const int k_begin = first_key(q0, a.window);
+  const int num_tiles = (min(q0 + kBM, len) - k_begin + kBN - 1) / kBN;
+  // This warp's: those of its 64-query half. Its rows, and the span where no mask is needed.
+  const int half0 = q0 + warp * 16 / kHalf * kHalf;
+  const int warp_k_begin = first_key(half0, a.window);
+  const int warp_k_last = half0 < len ? min(half0 + kHalf, len) - 1 : -1;  // a half past the end: none
+  const int row_a = q0 + warp * 16 + g, row_b = row_a + 8;  // this thread's two query rows
+  const int warp_row0 = q0 + warp * 16;
 
+  const auto load_kv = [&](int t) {
+    const int kv0 = k_begin + t * kBN, s = t % kStages;
+    load_tile<DQK>(sK + s * kBN * (DQK + kPad), kbase + int64_t{kv0} * a.k_stride, a.k_stride, kBN, len - kv0, a.dqk,
+                   a.k);
+    load_tile<DV>(sV + s * kBN * (DV + kPad), vbase + int64_t{kv0} * a.v_stride, a.v_stride, kBN, len - kv0, a.dv, a.v);
+  };
   load_tile<DQK>(sQ, qbase, a.q_stride, kBM, len - q0, a.dqk, a.q);
-  load_tile<DQK>(sK, kbase + int64_t{k_begin} * a.k_stride, a.k_stride, kBN, len - k_begin, a.dqk, a.k);
-  load_tile<DV>(sV, vbase + int64_t{k_begin} * a.v_stride, a.v_stride, kBN, len - k_begin, a.dv, a.v);
+  load_kv(0);
+  cp_async_commit();
+  if (num_tiles > 1) load_kv(1);
   cp_async_commit();
 
   uint32_t qf[DQK / 16][4];
   float o[DV / 8][4];
   for (int i = 0; i < DV / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
-  const int row_a = q0 + warp * 16 + g, row_b = row_a + 8;  // this thread's two query rows
 
   for (int t = 0; t < num_tiles; ++t) {
-    const int buf = t & 1;
-    const int kv0 = k_begin + t * kBN;
-    if (t + 1 < num_tiles) {
-      const int next = kv0 + kBN;
-      load_tile<DQK>(sK + (buf ^ 1) * kBN * (DQK + kPad), kbase + int64_t{next} * a.k_stride, a.k_stride, kBN,
-                     len - next, a.dqk, a.k);
-      load_tile<DV>(sV + (buf ^ 1) * kBN * (DV + kPad), vbase + int64_t{next} * a.v_stride, a.v_stride, kBN,
-                    len - next, a.dv, a.v);
-    }
-    cp_async_commit();
+    // Tile t has landed (tile t + 1 may not have), and every warp is done with tile t - 1,
+    // whose buffer tile t + 2 then fills.
     cp_async_wait<1>();
     __syncthreads();
+    if (t + 2 < num_tiles) load_kv(t + 2);
+    cp_async_commit();
     if (t == 0) {
       for (int kk = 0; kk < DQK / 16; ++kk)
         ldmatrix_x4(qf[kk], sQ + (warp * 16 + (lane % 16)) * (DQK + kPad) + kk * 16 + (lane / 16) * 8);
     }
-    const bf16* k_tile = sK + buf * kBN * (DQK + kPad);
-    const bf16* v_tile = sV + buf * kBN * (DV + kPad);
+    const int kv0 = k_begin + t * kBN;
+    if (kv0 < warp_k_begin || kv0 > warp_k_last) continue;  // not among this warp's tiles
+    const bf16* k_tile = sK + (t % kStages) * kBN * (DQK + kPad);
+    const bf16* v_tile = sV + (t % kStages) * kBN * (DV + kPad);
 
     // S = Q K^T for this warp's 16 queries and the tile's 64 keys.
     float s[kBN / 8][4];
@@ -122,16 +142,28 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(Args a) {
         mma_bf16(s[2 * j + 1], qf[kk], b[2], b[3]);
       }
     }
-    // Mask (causal, sequence end, window), scale into the log2 domain, row maxima.
+    // Scale into the log2 domain (masking where the tile cuts through the warp's rows), row
+    // maxima. __fmul_rn: the product is rounded on its own, never fused into the exp2's
+    // subtraction below, so that masked and unmasked tiles compute alike.
+    const bool all_visible = kv0 + kBN - 1 <= warp_row0 && kv0 + kBN <= len &&
+                             (a.window == 0 || warp_row0 + 15 - kv0 < a.window);
     float mx[2] = {-INFINITY, -INFINITY};
-    for (int j = 0; j < kBN / 8; ++j)
-      for (int e = 0; e < 4; ++e) {
-        const int key = kv0 + j * 8 + 2 * c4 + (e & 1);
-        const int row = e < 2 ? row_a : row_b;
-        const bool visible = key <= row && key < len && (a.window == 0 || row - key < a.window);
-        s[j][e] = visible ? s[j][e] * a.scale_log2 : -INFINITY;
-        mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
-      }
+    if (all_visible) {
+      for (int j = 0; j < kBN / 8; ++j)
+        for (int e = 0; e < 4; ++e) {
+          s[j][e] = __fmul_rn(s[j][e], a.scale_log2);
+          mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
+        }
+    } else {
+      for (int j = 0; j < kBN / 8; ++j)
+        for (int e = 0; e < 4; ++e) {
+          const int key = kv0 + j * 8 + 2 * c4 + (e & 1);
+          const int row = e < 2 ? row_a : row_b;
+          const bool visible = key <= row && key < len && (a.window == 0 || row - key < a.window);
+          s[j][e] = visible ? __fmul_rn(s[j][e], a.scale_log2) : -INFINITY;
+          mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
+        }
+    }
     float corr[2];
     for (int r = 0; r < 2; ++r) {
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
@@ -174,7 +206,6 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(Args a) {
         mma_bf16(o[2 * i + 1], p, b[2], b[3]);
       }
     }
-    __syncthreads();  // the buffer just read is the next prefetch's target
   }
   cp_async_wait<0>();
 

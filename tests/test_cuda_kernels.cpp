@@ -228,7 +228,7 @@ class CudaAttention : public CudaKernel, public ::testing::WithParamInterface<At
 
 TEST_P(CudaAttention, MatchesTheCpuTwin) {
   const AttentionCase ac = GetParam();
-  Seqs s = seqs({1, 63, 64, 65, 200, 17});
+  Seqs s = seqs({1, 63, 64, 65, 200, 17, 330});  // 330: three 128-query blocks, six key tiles
   const int64_t M = s.cpu.num_tokens;
   const int64_t qn = int64_t{ac.q_heads} * ac.dqk, kn = int64_t{ac.kv_heads} * ac.dqk, vn = int64_t{ac.kv_heads} * ac.dv;
   // q, k, v as column slices of one fused buffer, as the model lays them out.

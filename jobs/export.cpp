@@ -333,7 +333,7 @@ fs::path rows_fragment(const fs::path& dest, int64_t shard_index) {
 // ExportStages as the threads add to it, in nanoseconds.
 struct StageCounters {
   io::ShardReadStages src;  // reading SRC and verify's checks
-  std::atomic<uint64_t> convert{0}, write{0}, sync{0};
+  std::atomic<uint64_t> queued{0}, convert{0}, write{0}, sync{0};
 };
 
 // The stored bytes of a dataset of the sample being written, wherever they were read to.
@@ -724,7 +724,10 @@ class ShardExport final : public io::ShardConsumer {
     std::unique_lock<std::mutex> lock(m_);
     if (writers_.empty())
       for (size_t w = 0; w < files_.size(); ++w) writers_.emplace_back([this, w] { work(w); });
-    cv_.wait(lock, [&] { return in_flight_ < files_.size() + 1 || error_; });
+    {
+      ScopeTimer t(&stages_.queued);
+      cv_.wait(lock, [&] { return in_flight_ < files_.size() + 1 || error_; });
+    }
     if (error_) std::rethrow_exception(error_);
     queue_.push_back(group);
     ++in_flight_;
@@ -1126,15 +1129,16 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
   report.writers = static_cast<int>(pool_threads * writers_per_shard);
   report.stages = {stage_seconds(stages.src.read),     stage_seconds(stages.src.checksum),
                    stage_seconds(stages.src.metadata), stage_seconds(stages.src.values),
-                   stage_seconds(stages.convert),      stage_seconds(stages.write),
+                   stage_seconds(stages.queued),       stage_seconds(stages.convert),      stage_seconds(stages.write),
                    stage_seconds(stages.sync)};
   return report;
 }
 
 std::string stages_text(const ExportStages& s, int readers, int writers) {
-  return fmt::format("read {:.1f} s, checksum {:.1f} s, metadata {:.1f} s, values {:.1f} s, convert {:.1f} s, write "
-                     "{:.1f} s, sync {:.1f} s (summed over {} reading thread{} and {} writing thread{})",
-                     s.read, s.checksum, s.metadata, s.values, s.convert, s.write, s.sync, readers,
+  return fmt::format("read {:.1f} s, checksum {:.1f} s, metadata {:.1f} s, values {:.1f} s, waiting for writers "
+                     "{:.1f} s, convert {:.1f} s, write {:.1f} s, sync {:.1f} s (summed over {} reading thread{} and "
+                     "{} writing thread{})",
+                     s.read, s.checksum, s.metadata, s.values, s.queued, s.convert, s.write, s.sync, readers,
                      readers == 1 ? "" : "s", writers, writers == 1 ? "" : "s");
 }
 

@@ -52,6 +52,7 @@ struct ExportStages {
   double checksum = 0;  // verify's checksum of them
   double metadata = 0;  // HDF5's calls (verify's checks, the layout), waiting for its lock included
   double values = 0;    // verify's NaN/Inf and scale checks
+  double queued = 0;    // a reader waiting for a writer to take its sample: the writers set the pace
   double convert = 0;   // to bf16, and the layouts the formats write (interleaving, reordering)
   double write = 0;     // DEST's files (the torch zip's CRC-32 included), renames included
   double sync = 0;      // syncfs before each shard is marked done, and the mark

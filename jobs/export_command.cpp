@@ -52,7 +52,7 @@ int run_export(ExportOptions o, const parallel::MpiEnv& mpi) {
   const double seconds = parallel::max_to_root(mpi.world(), r.seconds);
   const ExportStages& st = r.stages;
   const std::vector<double> stage_sums = parallel::sum_to_root(
-      mpi.world(), {st.read, st.checksum, st.metadata, st.values, st.convert, st.write, st.sync,
+      mpi.world(), {st.read, st.checksum, st.metadata, st.values, st.queued, st.convert, st.write, st.sync,
                     static_cast<double>(r.threads), static_cast<double>(r.writers)});
   parallel::agreed_phase(mpi.world(), [&] {
     if (o.rank == 0) finish_export(o);
@@ -66,9 +66,9 @@ int run_export(ExportOptions o, const parallel::MpiEnv& mpi) {
   if (o.rank == 0) {
     // Where the time went (issue 21): each stage's seconds summed over every rank's threads.
     const ExportStages sum{stage_sums[0], stage_sums[1], stage_sums[2], stage_sums[3],
-                           stage_sums[4], stage_sums[5], stage_sums[6]};
+                           stage_sums[4], stage_sums[5], stage_sums[6], stage_sums[7]};
     spdlog::info("export: {:.2f} GB read, {:.2f} GB written in {:.1f} s: {}", totals[2] / 1e9, totals[1] / 1e9, seconds,
-                 stages_text(sum, static_cast<int>(stage_sums[7]), static_cast<int>(stage_sums[8])));
+                 stages_text(sum, static_cast<int>(stage_sums[8]), static_cast<int>(stage_sums[9])));
   }
   return 0;
 }

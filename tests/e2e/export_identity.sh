@@ -38,6 +38,8 @@ for f in speculators specforge modelopt; do
   exported 2 "np2_$f" --format "$f" src_unsorted
   exported 1 "w3_$f" --format "$f" --threads 3 --writers 3 src_fp8
   grep -q "and 9 writing threads)" "w3_$f.log" || { cat "w3_$f.log"; fail "--writers 3: not 3 writers for each of 3 shards"; }
+  grep -qE "values [0-9.]+ s, waiting for writers [0-9.]+ s, convert" "w3_$f.log" ||
+    { cat "w3_$f.log"; fail "the account has no time waiting for the writers"; }
   diff <(listing "out_fp8_$f" | sed "s|out_fp8_$f/||") <(listing "skip_$f" | sed "s|skip_$f/||") > /dev/null ||
     fail "--skip-verify wrote other bytes ($f)"
   diff <(listing "out_fp8_$f" | sed "s|out_fp8_$f/||") <(listing "w3_$f" | sed "s|w3_$f/||") > /dev/null ||

@@ -579,12 +579,10 @@ void sync_file_system(const fs::path& dir) {
 // ---- one shard
 
 // Memory for one dataset's stored bytes, reused from sample to sample (not zeroed: the read
-// fills it).
-// A sample dataset's bytes, in whole 2 MiB pages the kernel is asked to back with huge pages:
-// the pass copies SRC into them out of the page cache, and with 4 KiB pages the TLB misses of
-// that copy (two-level page walks in a virtual machine) are a suspect for the readers' 1 GB/s
-// per thread in an export, against 2.8 GB/s reading the same shards into verify's small buffer
-// (issue 21).
+// fills it), in whole 2 MiB pages the kernel is asked to back with huge pages. The pass copies
+// SRC into it out of the page cache; with 4 KiB pages the TLB misses of that copy (two-level
+// page walks in a virtual machine) were a suspect for the export's readers running at 1 GB/s per
+// thread, against 2.8 GB/s reading the same shards into verify's small buffer (issue 21).
 struct ByteBuffer {
   static constexpr size_t kPage = size_t{2} << 20;
   struct Free {
@@ -1144,8 +1142,8 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
   report.writers = static_cast<int>(pool_threads * writers_per_shard);
   report.stages = {stage_seconds(stages.src.read),     stage_seconds(stages.src.checksum),
                    stage_seconds(stages.src.metadata), stage_seconds(stages.src.values),
-                   stage_seconds(stages.queued),       stage_seconds(stages.convert),      stage_seconds(stages.write),
-                   stage_seconds(stages.sync)};
+                   stage_seconds(stages.queued),       stage_seconds(stages.convert),
+                   stage_seconds(stages.write),        stage_seconds(stages.sync)};
   return report;
 }
 

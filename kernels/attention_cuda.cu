@@ -94,8 +94,8 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(Args a) {
   const int half0 = q0 + warp * 16 / kHalf * kHalf;
   const int warp_k_begin = first_key(half0, a.window);
   const int warp_k_last = half0 < len ? min(half0 + kHalf, len) - 1 : -1;  // a half past the end: none
-  const int row_a = q0 + warp * 16 + g, row_b = row_a + 8;  // this thread's two query rows
   const int warp_row0 = q0 + warp * 16;
+  const int row_a = warp_row0 + g, row_b = row_a + 8;  // this thread's two query rows
 
   const auto load_kv = [&](int t) {
     const int kv0 = k_begin + t * kBN, s = t % kStages;

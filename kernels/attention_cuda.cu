@@ -236,7 +236,7 @@ void launch(const Args& a, int num_seqs, int heads, cudaStream_t s) {
 }  // namespace
 
 void attention(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& p, const SequenceLayout& seqs,
-               cudaStream_t s) {
+               bool wgmma, cudaStream_t s) {
   E3_REQUIRE(q.dtype == DType::BF16 && k.dtype == DType::BF16 && v.dtype == DType::BF16 && out.dtype == DType::BF16 &&
                  p.num_kv_heads > 0 && p.num_q_heads % p.num_kv_heads == 0 &&
                  q.cols == int64_t{p.num_q_heads} * p.qk_head_dim && k.cols == int64_t{p.num_kv_heads} * p.qk_head_dim &&
@@ -250,6 +250,7 @@ void attention(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& 
              ErrorKind::Model, "the CUDA attention kernel needs head dims and row strides that are multiples of 8 "
              "(qk {}, v {})", p.qk_head_dim, p.v_head_dim);
   if (seqs.num_tokens == 0) return;
+  if (wgmma && attention_wgmma_fits(p)) return attention_wgmma(q, k, v, out, p, seqs, s);
   Args a{q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), out.as<bf16>(), q.stride, k.stride, v.stride, out.stride,
          seqs.cu_seqlens.as<int32_t>(), static_cast<int>((seqs.max_seqlen + kBM - 1) / kBM),
          p.num_q_heads / p.num_kv_heads, p.qk_head_dim, p.v_head_dim,

@@ -155,6 +155,11 @@ class CudaBackend final : public Backend {
                device_, name_, prop.major, prop.minor);
     hopper_gemm_ = cuda::hopper_grouped_gemm_built(device_);
     moe_.gemm_variant = cuda::resolve_gemm_variant(options.gemm_variant, hopper_gemm_);
+    // The wgmma attention lives in the same sm_90a image as the Hopper grouped GEMM.
+    E3_REQUIRE(options.attention_variant != CudaOptions::kWgmmaAttention || hopper_gemm_, ErrorKind::Usage,
+               "E3_ATTENTION_VARIANT=1 needs an sm_90 GPU and a binary built with the sm_90a image (GPU {} is {}, sm_{})",
+               device_, name_, cc_);
+    wgmma_attention_ = options.attention_variant != CudaOptions::kMmaSyncAttention && hopper_gemm_;
     moe_.fuse_silu = !options.moe_unfused;
     gemm_ = std::make_unique<cuda::Gemm>();
     ring_ = std::make_unique<UploadRing>();
@@ -184,8 +189,9 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   std::string device_description() const override {
-    return fmt::format("GPU {} ({}, sm_{}, {:.0f} GiB, {} grouped GEMM)", device_, name_, cc_,
-                       static_cast<double>(memory_) / (1u << 30), hopper_gemm_ ? "wgmma" : "mma.sync");
+    return fmt::format("GPU {} ({}, sm_{}, {:.0f} GiB, {} grouped GEMM, {} attention)", device_, name_, cc_,
+                       static_cast<double>(memory_) / (1u << 30), hopper_gemm_ ? "wgmma" : "mma.sync",
+                       wgmma_attention_ ? "wgmma" : "mma.sync");
   }
   std::string device_id() const override {
     char bus[32] = {};
@@ -319,7 +325,7 @@ class CudaBackend final : public Backend {
   void attention(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& p,
                  const SequenceLayout& seqs) override {
     Timed t(this, "attention");
-    cuda::attention(q, k, v, out, p, seqs, stream_);
+    cuda::attention(q, k, v, out, p, seqs, wgmma_attention_, stream_);
   }
   void silu_mul(Tensor gate, Tensor up, Tensor out) override {
     Timed t(this, "silu_mul");
@@ -395,6 +401,7 @@ class CudaBackend final : public Backend {
   int device_;
   int cc_ = 0;
   bool hopper_gemm_ = false;  // the sm_90a grouped expert GEMM runs on this GPU
+  bool wgmma_attention_ = false;  // attention on the sm_90a warpgroup-MMA kernel where its head dims fit
   cuda::MoeKernelChoice moe_;  // E3_GEMM_VARIANT, E3_MOE_UNFUSED and --expert-dequant
   std::string name_;
   size_t memory_ = 0;

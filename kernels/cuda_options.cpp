@@ -19,6 +19,13 @@ CudaOptions cuda_options_from(const Environment& env) {
                "E3_MOE_UNFUSED='{}': expected 1 (the experts' silu as a kernel of its own) or 0", *v);
     o.moe_unfused = *v == "1";
   }
+  if (const auto v = env.get("E3_ATTENTION_VARIANT"); v && !v->empty()) {
+    E3_REQUIRE(*v == "0" || *v == "1", ErrorKind::Usage,
+               "E3_ATTENTION_VARIANT='{}': expected 0 (the mma.sync attention kernel) or 1 (the Hopper warpgroup-MMA "
+               "one); unset it for the best kernel of the GPU",
+               *v);
+    o.attention_variant = (*v)[0] - '0';
+  }
   o.profile = env.get("E3_PROFILE") == "1";
   return o;
 }

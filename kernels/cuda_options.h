@@ -22,6 +22,12 @@ struct CudaOptions {
   bool moe_unfused = false;
   // E3_PROFILE=1: every op timed with events (Backend::profile_report); any other value is off.
   bool profile = false;
+  // E3_ATTENTION_VARIANT, the attention kernel: kAutoAttentionVariant (unset) = the warpgroup-MMA
+  // kernel where the sm_90a image is built for the GPU and the head dims fit it, else the
+  // mma.sync one; 0 = the mma.sync kernel; 1 = the warpgroup-MMA kernel (a usage error where the
+  // image or the GPU is not there).
+  static constexpr int kAutoAttentionVariant = -1, kMmaSyncAttention = 0, kWgmmaAttention = 1;
+  int attention_variant = kAutoAttentionVariant;
 };
 
 // Unset or empty variables keep the defaults; any other value than those above is a usage

@@ -34,8 +34,13 @@ void rmsnorm_heads(Tensor x, int head_dim, Tensor weight, float eps, cudaStream_
 void rope(Tensor x, const RopeParams& p, const RopeTable& table, const SequenceLayout& seqs,
           cudaStream_t s);                                                      // rope_cuda.cu
 
+// wgmma: the sm_90a warpgroup-MMA kernel where its head dims fit (attention_wgmma_fits); the
+// mma.sync kernel otherwise.
 void attention(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& p, const SequenceLayout& seqs,
-               cudaStream_t s);                                                 // attention_cuda.cu
+               bool wgmma, cudaStream_t s);                                     // attention_cuda.cu
+bool attention_wgmma_fits(const AttentionParams& p);                            // attention_sm90.cu
+void attention_wgmma(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& p, const SequenceLayout& seqs,
+                     cudaStream_t s);                                           // attention_sm90.cu
 
 void moe_route(Tensor logits, const Tensor* correction_bias, const RouterParams& p, Tensor topk_ids,
                Tensor topk_weights, cudaStream_t s);                            // moe_cuda.cu

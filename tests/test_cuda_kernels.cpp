@@ -219,21 +219,39 @@ TEST_F(CudaKernel, RopeBothLayouts) {
   }
 }
 
+bool runs_wgmma(const Backend& gpu) { return gpu.device_description().find("wgmma grouped GEMM") != std::string::npos; }
+
 struct AttentionCase {
   int dqk, dv, q_heads, kv_heads;
   int64_t window;
 };
 
-class CudaAttention : public CudaKernel, public ::testing::WithParamInterface<AttentionCase> {};
+class CudaAttention : public CudaKernel, public ::testing::WithParamInterface<AttentionCase> {
+ protected:
+  // Each attention kernel this GPU runs: the mma.sync one everywhere, the wgmma one on Hopper.
+  void check_every_kernel() {
+    std::vector<int> variants{CudaOptions::kMmaSyncAttention};
+    if (runs_wgmma(*gpu_)) variants.push_back(CudaOptions::kWgmmaAttention);
+    for (int variant : variants) {
+      CudaOptions o;
+      o.attention_variant = variant;
+      gpu_ = make_cuda_backend(0, o);
+      check(variant);
+    }
+  }
+  void check(int variant);
+};
 
-TEST_P(CudaAttention, MatchesTheCpuTwin) {
+void CudaAttention::check(int variant) {
   const AttentionCase ac = GetParam();
-  Seqs s = seqs({1, 63, 64, 65, 200, 17, 330});  // 330: three 128-query blocks, six key tiles
+  // 330: three 128-query blocks, six key tiles; 1000: a block whose two halves visit different
+  // tile counts, and windows that start past the first tile.
+  Seqs s = seqs({1, 63, 64, 65, 200, 17, 330, 1000});
   const int64_t M = s.cpu.num_tokens;
   const int64_t qn = int64_t{ac.q_heads} * ac.dqk, kn = int64_t{ac.kv_heads} * ac.dqk, vn = int64_t{ac.kv_heads} * ac.dv;
   // q, k, v as column slices of one fused buffer, as the model lays them out.
   const int64_t width = qn + kn + vn;
-  std::vector<float> all = bf16_rounded(static_cast<size_t>(M * width), 13, 2.0f);
+  std::vector<float> all = bf16_rounded(static_cast<size_t>(M * width), 13 + variant, 2.0f);
   Pair fused = make(M, width, all);
   Tensor qc = fused.cpu.col_slice(0, qn), kc = fused.cpu.col_slice(qn, kn), vc = fused.cpu.col_slice(qn + kn, vn);
   Tensor qg = fused.gpu.col_slice(0, qn), kg = fused.gpu.col_slice(qn, kn), vg = fused.gpu.col_slice(qn + kn, vn);
@@ -247,16 +265,19 @@ TEST_P(CudaAttention, MatchesTheCpuTwin) {
   p.sliding_window = ac.window;
   cpu_->attention(qc, kc, vc, out.cpu, p, s.cpu);
   gpu_->attention(qg, kg, vg, out.gpu, p, s.gpu);
-  expect_close(out, 1.5e-2, fmt::format("qk {} v {} heads {}/{} window {}", ac.dqk, ac.dv, ac.q_heads, ac.kv_heads,
-                                         ac.window));
+  expect_close(out, 1.5e-2, fmt::format("{}: qk {} v {} heads {}/{} window {}", gpu_->device_description(), ac.dqk,
+                                         ac.dv, ac.q_heads, ac.kv_heads, ac.window));
 }
+
+TEST_P(CudaAttention, MatchesTheCpuTwin) { check_every_kernel(); }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
                          ::testing::Values(AttentionCase{32, 32, 4, 2, 0}, AttentionCase{64, 64, 2, 2, 0},
                                            AttentionCase{128, 128, 4, 1, 0}, AttentionCase{192, 128, 2, 2, 0},
                                            AttentionCase{24, 16, 2, 2, 0}, AttentionCase{48, 32, 3, 3, 0},
                                            AttentionCase{16, 16, 8, 4, 0}, AttentionCase{96, 96, 2, 1, 0},
-                                           AttentionCase{32, 32, 4, 2, 24}, AttentionCase{128, 128, 2, 2, 100}));
+                                           AttentionCase{32, 32, 4, 2, 24}, AttentionCase{128, 128, 2, 2, 100},
+                                           AttentionCase{192, 128, 4, 4, 300}, AttentionCase{128, 64, 2, 1, 0}));
 
 TEST_F(CudaKernel, ElementwiseOps) {
   const int64_t M = 45, C = 136;
@@ -336,8 +357,6 @@ TEST_F(CudaKernel, RouterPicksTheSameExperts) {
   }
 }
 
-bool runs_wgmma(const Backend& gpu) { return gpu.device_description().find("wgmma grouped GEMM") != std::string::npos; }
-
 TEST_F(CudaKernel, HopperGpusRunTheWgmmaGroupedGemm) {
   const std::string d = gpu_->device_description();
   if (d.find("sm_90,") == std::string::npos) GTEST_SKIP() << "not an sm_90 GPU: " << d;
@@ -373,6 +392,19 @@ TEST_F(CudaKernel, AskingForTheHopperGemmWhereItIsMissingIsAUsageError) {
   } catch (const e3::Error& e) {
     EXPECT_EQ(e.kind(), e3::ErrorKind::Usage);
     EXPECT_NE(std::string(e.what()).find("E3_GEMM_VARIANT"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CudaKernel, AskingForTheWgmmaAttentionWhereItIsMissingIsAUsageError) {
+  if (runs_wgmma(*gpu_)) GTEST_SKIP() << "this GPU runs the wgmma kernels";
+  CudaOptions o;
+  o.attention_variant = CudaOptions::kWgmmaAttention;
+  try {
+    make_cuda_backend(0, o);
+    FAIL() << "E3_ATTENTION_VARIANT=1 was accepted";
+  } catch (const e3::Error& e) {
+    EXPECT_EQ(e.kind(), e3::ErrorKind::Usage);
+    EXPECT_NE(std::string(e.what()).find("E3_ATTENTION_VARIANT"), std::string::npos) << e.what();
   }
 }
 

@@ -23,6 +23,19 @@ TEST(CudaOptions, UnsetOrEmptyKeepsTheDefaults) {
     EXPECT_EQ(o.gemm_variant, CudaOptions::kAutoGemmVariant);
     EXPECT_FALSE(o.moe_unfused);
     EXPECT_FALSE(o.profile);
+    EXPECT_EQ(o.attention_variant, CudaOptions::kAutoAttentionVariant);
+  }
+}
+
+TEST(CudaOptions, ReadsTheAttentionVariant) {
+  EXPECT_EQ(from({{"E3_ATTENTION_VARIANT", "0"}}).attention_variant, CudaOptions::kMmaSyncAttention);
+  EXPECT_EQ(from({{"E3_ATTENTION_VARIANT", "1"}}).attention_variant, CudaOptions::kWgmmaAttention);
+  EXPECT_EQ(from({{"E3_ATTENTION_VARIANT", ""}}).attention_variant, CudaOptions::kAutoAttentionVariant);
+  for (const std::string value : {"2", "-1", "wgmma", "01"}) {
+    const auto e = e3::test::error_of([&] { from({{"E3_ATTENTION_VARIANT", value}}); });
+    ASSERT_TRUE(e) << "E3_ATTENTION_VARIANT=" << value << " was accepted";
+    EXPECT_EQ(e->kind(), e3::ErrorKind::Usage);
+    EXPECT_TRUE(e3::test::Contains(e->what(), "E3_ATTENTION_VARIANT='" + value + "'"));
   }
 }
 

@@ -11,6 +11,7 @@
 // no-op everywhere else.
 #include <cmath>
 
+#include "kernels/attention_softmax.cuh"
 #include "kernels/cuda_common.cuh"
 #include "kernels/ops_cuda.h"
 
@@ -95,7 +96,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(Args a) {
   const int warp_k_begin = first_key(half0, a.window);
   const int warp_k_last = half0 < len ? min(half0 + kHalf, len) - 1 : -1;  // a half past the end: none
   const int warp_row0 = q0 + warp * 16;
-  const int row_a = warp_row0 + g, row_b = row_a + 8;  // this thread's two query rows
+  const ScoreRows rows{warp_row0, warp_row0 + g, warp_row0 + g + 8, c4};  // this thread's two query rows
 
   const auto load_kv = [&](int t) {
     const int kv0 = k_begin + t * kBN, s = t % kStages;
@@ -112,7 +113,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(Args a) {
   uint32_t qf[DQK / 16][4];
   float o[DV / 8][4];
   for (int i = 0; i < DV / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+  SoftmaxRows st;
 
   for (int t = 0; t < num_tiles; ++t) {
     // Tile t has landed (tile t + 1 may not have), and every warp is done with tile t - 1,
@@ -130,61 +131,21 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(Args a) {
     const bf16* k_tile = sK + (t % kStages) * kBN * (DQK + kPad);
     const bf16* v_tile = sV + (t % kStages) * kBN * (DV + kPad);
 
-    // S = Q K^T for this warp's 16 queries and the tile's 64 keys.
-    float s[kBN / 8][4];
-    for (int j = 0; j < kBN / 8; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+    // S = Q K^T for this warp's 16 queries and the tile's 64 keys; n8 block j in s[4 j .. 4 j + 3].
+    float s[32];
+    for (int i = 0; i < 32; ++i) s[i] = 0.0f;
+    const auto block = [&](int j) -> float(&)[4] { return *reinterpret_cast<float(*)[4]>(&s[4 * j]); };
     for (int kk = 0; kk < DQK / 16; ++kk) {
       for (int j = 0; j < kBN / 16; ++j) {
         uint32_t b[4];
         const int m = lane / 8;
         ldmatrix_x4(b, k_tile + (j * 16 + (m / 2) * 8 + lane % 8) * (DQK + kPad) + kk * 16 + (m % 2) * 8);
-        mma_bf16(s[2 * j], qf[kk], b[0], b[1]);
-        mma_bf16(s[2 * j + 1], qf[kk], b[2], b[3]);
+        mma_bf16(block(2 * j), qf[kk], b[0], b[1]);
+        mma_bf16(block(2 * j + 1), qf[kk], b[2], b[3]);
       }
-    }
-    // Scale into the log2 domain (masking where the tile cuts through the warp's rows), row
-    // maxima. __fmul_rn: the product is rounded on its own, never fused into the exp2's
-    // subtraction below, so that masked and unmasked tiles compute alike.
-    const bool all_visible = kv0 + kBN - 1 <= warp_row0 && kv0 + kBN <= len &&
-                             (a.window == 0 || warp_row0 + 15 - kv0 < a.window);
-    float mx[2] = {-INFINITY, -INFINITY};
-    if (all_visible) {
-      for (int j = 0; j < kBN / 8; ++j)
-        for (int e = 0; e < 4; ++e) {
-          s[j][e] = __fmul_rn(s[j][e], a.scale_log2);
-          mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
-        }
-    } else {
-      for (int j = 0; j < kBN / 8; ++j)
-        for (int e = 0; e < 4; ++e) {
-          const int key = kv0 + j * 8 + 2 * c4 + (e & 1);
-          const int row = e < 2 ? row_a : row_b;
-          const bool visible = key <= row && key < len && (a.window == 0 || row - key < a.window);
-          s[j][e] = visible ? __fmul_rn(s[j][e], a.scale_log2) : -INFINITY;
-          mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
-        }
     }
     float corr[2];
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float m_new = fmaxf(m_run[r], mx[r]);
-      const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing visible yet
-      corr[r] = exp2f(m_run[r] - m_use);
-      m_run[r] = m_new;
-      mx[r] = m_use;
-    }
-    float sum[2] = {0.0f, 0.0f};
-    for (int j = 0; j < kBN / 8; ++j)
-      for (int e = 0; e < 4; ++e) {
-        s[j][e] = exp2f(s[j][e] - mx[e >> 1]);
-        sum[e >> 1] += s[j][e];
-      }
-    for (int r = 0; r < 2; ++r) {
-      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
-      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
-      l_run[r] = l_run[r] * corr[r] + sum[r];
-    }
+    online_softmax_tile(s, st, corr, kv0, rows, len, a.window, a.scale_log2);
     for (int i = 0; i < DV / 8; ++i) {
       o[i][0] *= corr[0];
       o[i][1] *= corr[0];
@@ -194,10 +155,10 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(Args a) {
     // O += P V: P's accumulators become A fragments directly.
     for (int kk = 0; kk < kBN / 16; ++kk) {
       uint32_t p[4];
-      p[0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-      p[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-      p[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      p[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      p[0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
+      p[1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+      p[2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+      p[3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
       for (int i = 0; i < DV / 16; ++i) {
         uint32_t b[4];
         const int m = lane / 8;
@@ -209,8 +170,9 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(Args a) {
   }
   cp_async_wait<0>();
 
-  const float inv_a = l_run[0] > 0.0f ? 1.0f / l_run[0] : 0.0f;
-  const float inv_b = l_run[1] > 0.0f ? 1.0f / l_run[1] : 0.0f;
+  const float inv_a = st.l_run[0] > 0.0f ? 1.0f / st.l_run[0] : 0.0f;
+  const float inv_b = st.l_run[1] > 0.0f ? 1.0f / st.l_run[1] : 0.0f;
+  const int row_a = rows.row_a, row_b = rows.row_b;
   bf16* obase = a.out + int64_t{start} * a.o_stride + int64_t{head} * a.dv;
   for (int i = 0; i < DV / 8; ++i) {
     const int col = i * 8 + 2 * c4;

@@ -21,6 +21,7 @@
 // Compiled only into the sm_90a image (E3_WGMMA); attention_cuda.cu picks it where it runs.
 #include <cmath>
 
+#include "kernels/attention_softmax.cuh"
 #include "kernels/ops_cuda.h"
 #include "kernels/wgmma_sm90.cuh"
 
@@ -99,23 +100,21 @@ __device__ __forceinline__ int first_key(int q0, int64_t window) {
   return window > 0 ? max(0, static_cast<int>(q0 - window + 1)) / kBN * kBN : 0;
 }
 
-// One computing thread's running state: its share of O (accumulator layout of m64nDV: n8 block
-// i, register e -> row 16 warp + g + 8 (e / 2), column 8 i + 2 c4 + e % 2), and the running max
-// and sum of its two rows.
+// One computing thread's share of O (accumulator layout of m64nDV: n8 block i, register e ->
+// row 16 warp + g + 8 (e / 2), column 8 i + 2 c4 + e % 2) and its rows' softmax state.
 template <int DV>
 struct RowState {
   float o[DV / 2];
-  float m_run[2], l_run[2];
+  SoftmaxRows rows;
 };
 
 // One key tile for one computing warpgroup: S = Q K^T, the online softmax, O += P V; returns
 // with the products done (the stage may be handed back).
 template <int DQK, int DV>
-__device__ __forceinline__ void attend_tile(RowState<DV>& st, uint32_t q_rows, uint32_t k_tile,
-                                            uint32_t v_tile, int kv0, int warp_row0, int row_a, int row_b, int c4,
-                                            int len, const Args& a) {
+__device__ __forceinline__ void attend_tile(RowState<DV>& st, uint32_t q_rows, uint32_t k_tile, uint32_t v_tile,
+                                            int kv0, const ScoreRows& rows, int len, const Args& a) {
   // S for the warpgroup's 64 queries and the tile's 64 keys; register 4 j + e: row
-  // 16 warp + g + 8 (e / 2), key 8 j + 2 c4 + e % 2.
+  // 16 warp + g + 8 (e / 2), key 8 j + 2 c4 + e % 2 (the mma.sync kernel's layout per warp).
   float s[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) s[i] = 0.0f;
@@ -129,49 +128,8 @@ __device__ __forceinline__ void attend_tile(RowState<DV>& st, uint32_t q_rows, u
 #pragma unroll
   for (int i = 0; i < 32; ++i) fence_operand(s[i]);
 
-  // Scale into the log2 domain (masking where the tile cuts through the warp's rows), row maxima.
-  const bool all_visible = kv0 + kBN - 1 <= warp_row0 && kv0 + kBN <= len &&
-                           (a.window == 0 || warp_row0 + 15 - kv0 < a.window);
-  float mx[2] = {-INFINITY, -INFINITY};
-  if (all_visible) {
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      s[i] = __fmul_rn(s[i], a.scale_log2);
-      mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const int key = kv0 + (i / 4) * 8 + 2 * c4 + (i & 1);
-      const int row = (i & 2) ? row_b : row_a;
-      const bool visible = key <= row && key < len && (a.window == 0 || row - key < a.window);
-      s[i] = visible ? __fmul_rn(s[i], a.scale_log2) : -INFINITY;
-      mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
-    }
-  }
   float corr[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-    const float m_new = fmaxf(st.m_run[r], mx[r]);
-    const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing visible yet
-    corr[r] = exp2f(st.m_run[r] - m_use);
-    st.m_run[r] = m_new;
-    mx[r] = m_use;
-  }
-  float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    s[i] = exp2f(s[i] - mx[(i >> 1) & 1]);
-    sum[(i >> 1) & 1] += s[i];
-  }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
-    sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
-    st.l_run[r] = st.l_run[r] * corr[r] + sum[r];
-  }
+  online_softmax_tile(s, st.rows, corr, kv0, rows, len, a.window, a.scale_log2);
 #pragma unroll
   for (int i = 0; i < DV / 2; ++i) st.o[i] *= corr[(i >> 1) & 1];
 
@@ -262,7 +220,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(Args a) {
     const int wg_k_begin = first_key(wg_row0, a.window);
     const int wg_k_last = wg_row0 < len ? min(wg_row0 + kWgRows, len) - 1 : -1;
     const int warp_row0 = wg_row0 + warp * 16;
-    const int row_a = warp_row0 + g, row_b = row_a + 8;  // this thread's two query rows
+    const ScoreRows rows{warp_row0, warp_row0 + g, warp_row0 + g + 8, c4};
 
     // This warpgroup's 64 rows of Q (8-row groups of 128 B, so its first row starts a group).
     const uint32_t q_rows = smem_addr(sQ) + cwg * kWgRows * 128;
@@ -271,8 +229,6 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(Args a) {
     RowState<DV> st;
 #pragma unroll
     for (int i = 0; i < DV / 2; ++i) st.o[i] = 0.0f;
-    st.m_run[0] = st.m_run[1] = -INFINITY;
-    st.l_run[0] = st.l_run[1] = 0.0f;
 
     for (int t = 0; t < num_tiles; ++t) {
       // Every computing warp passes through every stage in order, its tiles or not, so that
@@ -282,14 +238,15 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(Args a) {
       fence_async_shared();  // cp.async's writes -> the tensor cores' reads
       const int kv0 = k_begin + t * kBN;
       if (kv0 >= wg_k_begin && kv0 <= wg_k_last)
-        attend_tile<DQK, DV>(st, q_rows, smem_addr(sK + s * S::kKBytes), smem_addr(sV + s * S::kVBytes), kv0, warp_row0,
-                             row_a, row_b, c4, len, a);
+        attend_tile<DQK, DV>(st, q_rows, smem_addr(sK + s * S::kKBytes), smem_addr(sV + s * S::kVBytes), kv0, rows,
+                             len, a);
       __syncwarp();
       if (lane == 0) mbar_arrive(smem_addr(&empty_bar[s]));
     }
 
-    const float inv_a = st.l_run[0] > 0.0f ? 1.0f / st.l_run[0] : 0.0f;
-    const float inv_b = st.l_run[1] > 0.0f ? 1.0f / st.l_run[1] : 0.0f;
+    const float inv_a = st.rows.l_run[0] > 0.0f ? 1.0f / st.rows.l_run[0] : 0.0f;
+    const float inv_b = st.rows.l_run[1] > 0.0f ? 1.0f / st.rows.l_run[1] : 0.0f;
+    const int row_a = rows.row_a, row_b = rows.row_b;
     bf16* obase = a.out + int64_t{start} * a.o_stride + int64_t{head} * a.dv;
 #pragma unroll
     for (int i = 0; i < DV / 8; ++i) {

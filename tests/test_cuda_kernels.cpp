@@ -228,21 +228,33 @@ struct AttentionCase {
 
 class CudaAttention : public CudaKernel, public ::testing::WithParamInterface<AttentionCase> {
  protected:
-  // Each attention kernel this GPU runs: the mma.sync one everywhere, the wgmma one on Hopper.
+  // Each attention kernel this GPU runs: the mma.sync one everywhere, the wgmma one on Hopper,
+  // each against the CPU twin, and the two against each other bit for bit (they share the
+  // softmax step, and a run's bits must not depend on which kernel the GPU picked).
   void check_every_kernel() {
     std::vector<int> variants{CudaOptions::kMmaSyncAttention};
     if (runs_wgmma(*gpu_)) variants.push_back(CudaOptions::kWgmmaAttention);
+    std::vector<float> first;
     for (int variant : variants) {
       CudaOptions o;
       o.attention_variant = variant;
       gpu_ = make_cuda_backend(0, o);
-      check(variant);
+      std::vector<float> got = check();
+      if (first.empty()) {
+        first = std::move(got);
+        continue;
+      }
+      ASSERT_EQ(got.size(), first.size());
+      size_t differ = 0;
+      for (size_t i = 0; i < got.size(); ++i) differ += std::memcmp(&got[i], &first[i], sizeof(float)) != 0;
+      EXPECT_EQ(differ, 0u) << "attention variant " << variant << " differs from the mma.sync kernel in " << differ
+                            << " of " << got.size() << " values";
     }
   }
-  void check(int variant);
+  std::vector<float> check();  // the GPU's output
 };
 
-void CudaAttention::check(int variant) {
+std::vector<float> CudaAttention::check() {
   const AttentionCase ac = GetParam();
   // 330: three 128-query blocks, six key tiles; 1000: a block whose two halves visit different
   // tile counts, and windows that start past the first tile.
@@ -251,7 +263,7 @@ void CudaAttention::check(int variant) {
   const int64_t qn = int64_t{ac.q_heads} * ac.dqk, kn = int64_t{ac.kv_heads} * ac.dqk, vn = int64_t{ac.kv_heads} * ac.dv;
   // q, k, v as column slices of one fused buffer, as the model lays them out.
   const int64_t width = qn + kn + vn;
-  std::vector<float> all = bf16_rounded(static_cast<size_t>(M * width), 13 + variant, 2.0f);
+  std::vector<float> all = bf16_rounded(static_cast<size_t>(M * width), 13, 2.0f);
   Pair fused = make(M, width, all);
   Tensor qc = fused.cpu.col_slice(0, qn), kc = fused.cpu.col_slice(qn, kn), vc = fused.cpu.col_slice(qn + kn, vn);
   Tensor qg = fused.gpu.col_slice(0, qn), kg = fused.gpu.col_slice(qn, kn), vg = fused.gpu.col_slice(qn + kn, vn);
@@ -267,6 +279,7 @@ void CudaAttention::check(int variant) {
   gpu_->attention(qg, kg, vg, out.gpu, p, s.gpu);
   expect_close(out, 1.5e-2, fmt::format("{}: qk {} v {} heads {}/{} window {}", gpu_->device_description(), ac.dqk,
                                          ac.dv, ac.q_heads, ac.kv_heads, ac.window));
+  return host(*gpu_, out.gpu);
 }
 
 TEST_P(CudaAttention, MatchesTheCpuTwin) { check_every_kernel(); }

@@ -21,6 +21,9 @@ __device__ __forceinline__ bf16 to_bf(float x) { return __float2bfloat16_rn(x); 
 // Rounds through bf16, as a bf16 tensor op in PyTorch would between two steps.
 __device__ __forceinline__ float round_bf(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
+// The two bf16 of a 32-bit word (the lower address in the low half) as floats.
+__device__ __forceinline__ float bf16_lo(uint32_t pair) { return __uint_as_float(pair << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t pair) { return __uint_as_float(pair & 0xffff0000u); }
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);

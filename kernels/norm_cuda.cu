@@ -59,6 +59,44 @@ __global__ void add_rmsnorm_kernel(float* residual, int64_t rs, const float* x, 
   }
 }
 
+// The same with 16-byte accesses and the row held in registers between the sum and the
+// scaling (rows of at most kVecRowMax columns, a multiple of 4, 16-byte aligned): the scalar
+// kernel above ran at about two thirds of the memory's bandwidth, and a step runs this one twice
+// per layer over the whole batch.
+constexpr int kVecPerThread = 8;
+constexpr int64_t kVecRowMax = int64_t{kThreads} * 4 * kVecPerThread;
+__global__ void add_rmsnorm_vec_kernel(float* residual, int64_t rs, const float* x, int64_t xs, const bf16* w,
+                                       float eps, bf16* out, int64_t os, float* out32, int64_t o32s, int cols) {
+  __shared__ float shared[32];
+  float4* res = reinterpret_cast<float4*>(residual + blockIdx.x * rs);
+  const float4* add = reinterpret_cast<const float4*>(x + blockIdx.x * xs);
+  const int quads = cols / 4;
+  float4 v[kVecPerThread];
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kVecPerThread; ++k) {
+    const int q = threadIdx.x + k * kThreads;
+    if (q < quads) {
+      const float4 a = res[q], b = add[q];
+      v[k] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+      res[q] = v[k];
+      sum_sq += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+    }
+  }
+  const float inv = rsqrtf(block_sum(sum_sq, shared) / static_cast<float>(cols) + eps);
+#pragma unroll
+  for (int k = 0; k < kVecPerThread; ++k) {
+    const int q = threadIdx.x + k * kThreads;
+    if (q < quads) {
+      const uint2 wq = reinterpret_cast<const uint2*>(w)[q];
+      const float4 y = make_float4(bf16_lo(wq.x) * (v[k].x * inv), bf16_hi(wq.x) * (v[k].y * inv),
+                                   bf16_lo(wq.y) * (v[k].z * inv), bf16_hi(wq.y) * (v[k].w * inv));
+      reinterpret_cast<uint2*>(out + blockIdx.x * os)[q] = make_uint2(pack_bf16(y.x, y.y), pack_bf16(y.z, y.w));
+      if (out32) reinterpret_cast<float4*>(out32 + blockIdx.x * o32s)[q] = y;
+    }
+  }
+}
+
 // One warp per (row, head).
 __global__ void rmsnorm_heads_kernel(bf16* x, int64_t xs, int64_t rows, int heads, int head_dim, const bf16* w,
                                      float eps) {
@@ -107,6 +145,15 @@ void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out
              ErrorKind::Internal, "cuda add_rmsnorm: residual {} x {} out {}", residual.shape_str(), x.shape_str(),
              out.shape_str());
   if (x.rows == 0) return;
+  const auto aligned = [](Tensor t) { return !t.data || (reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.stride % 4 == 0); };
+  if (x.cols % 4 == 0 && x.cols <= kVecRowMax && aligned(residual) && aligned(x) && aligned(out) && aligned(out_f32) &&
+      reinterpret_cast<uintptr_t>(weight.data) % 8 == 0) {
+    add_rmsnorm_vec_kernel<<<static_cast<unsigned>(x.rows), kThreads, 0, s>>>(
+        residual.as<float>(), residual.stride, x.as<float>(), x.stride, weight.as<bf16>(), eps, out.as<bf16>(),
+        out.stride, out_f32.data ? out_f32.as<float>() : nullptr, out_f32.stride, static_cast<int>(x.cols));
+    E3_CUDA_LAUNCH_CHECK("add_rmsnorm");
+    return;
+  }
   add_rmsnorm_kernel<<<static_cast<unsigned>(x.rows), kThreads, 0, s>>>(
       residual.as<float>(), residual.stride, x.as<float>(), x.stride, weight.as<bf16>(), eps, out.as<bf16>(),
       out.stride, out_f32.data ? out_f32.as<float>() : nullptr, out_f32.stride, x.cols);

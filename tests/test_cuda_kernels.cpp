@@ -178,14 +178,20 @@ TEST_F(CudaKernel, RmsnormAddRmsnormAndPerHead) {
   expect_close(out, 1e-2, "rmsnorm");
 
   // The residual stream and the block output are fp32; the normalised output bf16 and fp32.
+  // 320 columns take the 16-byte kernel, 318 the scalar one.
+  for (const int64_t width : {H, H - 2}) {
+    Pair wn = make(1, width, bf16_rounded(width, 7));
+    Pair res = make(M, width, test::random_floats(M * width, 8), DType::F32);
+    Pair delta = make(M, width, test::random_floats(M * width, 9), DType::F32);
+    Pair out2 = poisoned(M, width), out32 = poisoned(M, width, DType::F32);
+    cpu_->add_rmsnorm(res.cpu, delta.cpu, wn.cpu, 1e-5f, out2.cpu, out32.cpu);
+    gpu_->add_rmsnorm(res.gpu, delta.gpu, wn.gpu, 1e-5f, out2.gpu, out32.gpu);
+    const std::string cols = fmt::format(" ({} columns)", width);
+    expect_close(res, 1e-6, "add_rmsnorm residual (fp32)" + cols);
+    expect_close(out2, 5e-3, "add_rmsnorm output (bf16)" + cols);
+    expect_close(out32, 1e-5, "add_rmsnorm output (fp32)" + cols);
+  }
   Pair res = make(M, H, test::random_floats(M * H, 8), DType::F32);
-  Pair delta = make(M, H, test::random_floats(M * H, 9), DType::F32);
-  Pair out2 = poisoned(M, H), out32 = poisoned(M, H, DType::F32);
-  cpu_->add_rmsnorm(res.cpu, delta.cpu, w.cpu, 1e-5f, out2.cpu, out32.cpu);
-  gpu_->add_rmsnorm(res.gpu, delta.gpu, w.gpu, 1e-5f, out2.gpu, out32.gpu);
-  expect_close(res, 1e-6, "add_rmsnorm residual (fp32)");
-  expect_close(out2, 5e-3, "add_rmsnorm output (bf16)");
-  expect_close(out32, 1e-5, "add_rmsnorm output (fp32)");
   Pair f32_out = poisoned(M, H, DType::F32);
   cpu_->rmsnorm(res.cpu, w.cpu, 1e-6f, f32_out.cpu);
   gpu_->rmsnorm(res.gpu, w.gpu, 1e-6f, f32_out.gpu);

@@ -185,10 +185,12 @@ class Backend {
   virtual void moe_route(Tensor logits, const Tensor* correction_bias, const RouterParams& p, Tensor topk_ids,
                          Tensor topk_weights) = 0;
   // out [tokens, H] (fp32) = sum over the (token, slot) pairs routed to this rank's experts of
-  // weight * down(silu(gate(x)) * up(x)). out is overwritten. `scratch` is a byte buffer of at
+  // weight * down(silu(gate(x)) * up(x)), plus `shared` [tokens, H] (fp32, the shared experts'
+  // output) where given: one rounding, as a separate add after the sum would make, without the
+  // pass over out that such an add costs. out is overwritten. `scratch` is a byte buffer of at
   // least moe_scratch_bytes(tokens, ...) bytes.
   virtual void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& experts, Tensor out,
-                           Tensor scratch) = 0;
+                           Tensor shared, Tensor scratch) = 0;
   virtual size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape) const = 0;
   // MLA: kv [tokens, heads * (nope + v)] per head [k_nope | v], and the shared rotated key
   // k_rot [tokens, rope] -> k [tokens, heads * (nope + rope)] per head [k_nope | k_rot], and

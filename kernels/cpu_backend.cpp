@@ -105,10 +105,10 @@ class CpuBackend final : public Backend {
   void moe_route(Tensor logits, const Tensor* bias, const RouterParams& p, Tensor ids, Tensor weights) override {
     cpu::moe_route(logits, bias, p, ids, weights);
   }
-  void moe_experts(Tensor x, Tensor ids, Tensor weights, const ExpertStack& experts, Tensor out,
+  void moe_experts(Tensor x, Tensor ids, Tensor weights, const ExpertStack& experts, Tensor out, Tensor shared,
                    Tensor scratch) override {
     E3_REQUIRE(!experts.gate_up_q.quantized(), ErrorKind::Internal, "the CPU backend keeps no experts quantized");
-    cpu::moe_experts(x, ids, weights, experts, out, scratch);
+    cpu::moe_experts(x, ids, weights, experts, out, shared, scratch);
   }
   size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape) const override {
     return cpu::moe_scratch_bytes(tokens, shape);

@@ -335,12 +335,12 @@ class CudaBackend final : public Backend {
     Timed t(this, "moe_route");
     cuda::moe_route(logits, bias, p, ids, weights, stream_);
   }
-  void moe_experts(Tensor x, Tensor ids, Tensor weights, const ExpertStack& experts, Tensor out,
+  void moe_experts(Tensor x, Tensor ids, Tensor weights, const ExpertStack& experts, Tensor out, Tensor shared,
                    Tensor scratch) override {
     if (!profiler_)
-      return cuda::moe_experts(x, ids, weights, experts, out, scratch, moe_, stream_);
+      return cuda::moe_experts(x, ids, weights, experts, out, shared, scratch, moe_, stream_);
     int open = -1;  // each phase timed on its own
-    cuda::moe_experts(x, ids, weights, experts, out, scratch, moe_, stream_,
+    cuda::moe_experts(x, ids, weights, experts, out, shared, scratch, moe_, stream_,
                       [&](const char* phase) {
       if (open >= 0) profiler_->end(open);
       open = phase ? profiler_->begin(phase) : -1;

@@ -90,11 +90,12 @@ size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& s) {
   return rows * static_cast<size_t>(s.hidden + 2 * s.intermediate + s.hidden) * sizeof(float);
 }
 
-void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& ex, Tensor out,
+void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& ex, Tensor out, Tensor shared,
                  Tensor scratch) {
   require_f32(x, "moe x");
   require_f32(out, "moe out");
   require_f32(topk_weights, "moe weights");
+  if (shared.data) require_f32(shared, "moe shared");
   const int64_t M = x.rows, H = x.cols, I = ex.intermediate, K = topk_ids.cols;
   E3_REQUIRE(out.rows == M && out.cols == H && topk_ids.rows == M && topk_weights.rows == M && topk_weights.cols == K &&
                  ex.gate_up.rows == ex.num_experts * 2 * I && ex.gate_up.cols == H &&
@@ -139,6 +140,7 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
       for (int64_t c = 0; c < H; ++c) o[c] += weight * d[c];
     }
   }
+  if (shared.data) add_inplace(out, shared);
 }
 
 }  // namespace e3::kernels::cpu

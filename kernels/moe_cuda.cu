@@ -246,11 +246,11 @@ __global__ void silu_rows_kernel(const bf16* gu, bf16* act, const int32_t* total
   }
 }
 
-// out[t] = sum over the token's slots routed here of weight * y[row], in fp32, in slot order.
-// out[t] = sum over the token's pairs, in slot order, of weight * y[row]. Eight columns per
-// thread (16-byte loads of y); `vector` also stores them as two float4 (out 16-byte aligned).
+// out[t] = sum over the token's pairs, in slot order, of weight * y[row], then + shared[t] where
+// given (the shared experts' output: the add of a separate pass, fused). Eight columns per
+// thread (16-byte loads of y); `vector` also moves out and shared as float4 (both 16-byte aligned).
 __global__ void combine_kernel(const int32_t* pair_row, const float* perm_weight, const bf16* y, int top_k, float* out,
-                               int64_t os, int64_t H, bool vector) {
+                               int64_t os, const float* shared, int64_t ss, int64_t H, bool vector) {
   const int64_t t = blockIdx.x;
   for (int64_t c = threadIdx.x * int64_t{8}; c < H; c += blockDim.x * int64_t{8}) {
     float acc[8] = {};
@@ -266,6 +266,19 @@ __global__ void combine_kernel(const int32_t* pair_row, const float* perm_weight
         acc[2 * q] += wr * f.x;
         acc[2 * q + 1] += wr * f.y;
       }
+    }
+    if (shared) {
+      const float* sh = shared + t * ss + c;
+      float add[8];
+      if (vector) {
+        const float4 a = reinterpret_cast<const float4*>(sh)[0], b = reinterpret_cast<const float4*>(sh)[1];
+        add[0] = a.x, add[1] = a.y, add[2] = a.z, add[3] = a.w, add[4] = b.x, add[5] = b.y, add[6] = b.z, add[7] = b.w;
+      } else {
+#pragma unroll
+        for (int q = 0; q < 8; ++q) add[q] = sh[q];
+      }
+#pragma unroll
+      for (int q = 0; q < 8; ++q) acc[q] += add[q];
     }
     float* o = out + t * os + c;
     if (vector) {
@@ -477,7 +490,7 @@ size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape) {
 }
 
 void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& stack, Tensor out,
-                 Tensor scratch, const MoeKernelChoice& k, cudaStream_t s, const MoePhaseHook& hook) {
+                 Tensor shared, Tensor scratch, const MoeKernelChoice& k, cudaStream_t s, const MoePhaseHook& hook) {
   const int64_t M = x.rows, H = x.cols, I = stack.intermediate;
   const int K = static_cast<int>(topk_ids.cols), E = stack.num_experts;
   const bool quantized = stack.gate_up_q.quantized();
@@ -500,9 +513,11 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
   }
   E3_REQUIRE(x.dtype == DType::BF16 && out.dtype == DType::F32 && topk_ids.contiguous() && topk_weights.contiguous() &&
                  ex.gate_up.rows == E * 2 * I && ex.gate_up.cols == H && ex.down.rows == E * H && ex.down.cols == I &&
-                 H % 8 == 0 && I % 8 == 0 && x.stride % 8 == 0 && out.rows == M && out.cols == H && E <= 1024,
-             ErrorKind::Internal, "cuda moe_experts: x {} gate_up {} down {} out {}, {} local experts", x.shape_str(),
-             ex.gate_up.shape_str(), ex.down.shape_str(), out.shape_str(), E);
+                 H % 8 == 0 && I % 8 == 0 && x.stride % 8 == 0 && out.rows == M && out.cols == H && E <= 1024 &&
+                 (!shared.data || (shared.dtype == DType::F32 && shared.rows == M && shared.cols == H)),
+             ErrorKind::Internal, "cuda moe_experts: x {} gate_up {} down {} out {} shared {}, {} local experts",
+             x.shape_str(), ex.gate_up.shape_str(), ex.down.shape_str(), out.shape_str(),
+             shared.data ? shared.shape_str() : "none", E);
   if (M == 0) return;
   if (quantized && !in_gemm) {
     // Every local expert, whether or not a token picked it: which ones did is known only on
@@ -558,9 +573,11 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
   else grouped_gemm(down, false, max_rows, s, variant);
 
   mark("moe_combine");
-  const bool vector_out = out.stride % 4 == 0 && reinterpret_cast<uintptr_t>(out.data) % 16 == 0;
+  const auto aligned = [](Tensor t) { return t.stride % 4 == 0 && reinterpret_cast<uintptr_t>(t.data) % 16 == 0; };
+  const bool vector = aligned(out) && (!shared.data || aligned(shared));
   combine_kernel<<<static_cast<unsigned>(M), 256, 0, s>>>(l.pair_row, l.perm_weight, l.y, K, out.as<float>(),
-                                                          out.stride, H, vector_out);
+                                                          out.stride, shared.data ? shared.as<float>() : nullptr,
+                                                          shared.stride, H, vector);
   E3_CUDA_LAUNCH_CHECK("moe combine");
   mark(nullptr);
 }

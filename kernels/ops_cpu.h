@@ -27,7 +27,7 @@ void moe_route(Tensor logits, const Tensor* correction_bias, const RouterParams&
                Tensor topk_weights);                                     // moe_cpu.cpp
 // `scratch` (bytes, moe_scratch_bytes) holds gathered rows and expert activations.
 void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& experts, Tensor out,
-                 Tensor scratch);                                        // moe_cpu.cpp
+                 Tensor shared, Tensor scratch);                         // moe_cpu.cpp
 size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape);  // moe_cpu.cpp
 void mla_expand_kv(Tensor kv, Tensor k_rot, int heads, int nope_dim, int v_dim, Tensor k, Tensor v);  // attention_cpu.cpp
 

@@ -57,7 +57,7 @@ struct MoeKernelChoice {
 // (hopper_grouped_gemm_built): auto picks; 4 or 5 where it is missing is a usage error.
 int resolve_gemm_variant(int requested, bool hopper_available);  // moe_cuda.cu
 void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& experts, Tensor out,
-                 Tensor scratch, const MoeKernelChoice& kernels, cudaStream_t s,
+                 Tensor shared, Tensor scratch, const MoeKernelChoice& kernels, cudaStream_t s,
                  const MoePhaseHook& hook = {});  // moe_cuda.cu
 size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape);         // moe_cuda.cu
 // Whether moe_experts reads these kept-quantized experts directly in its GEMMs (Hopper), so

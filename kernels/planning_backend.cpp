@@ -43,7 +43,7 @@ class PlanningBackend final : public Backend {
   }
   void silu_mul(Tensor, Tensor, Tensor) override { refuse(); }
   void moe_route(Tensor, const Tensor*, const RouterParams&, Tensor, Tensor) override { refuse(); }
-  void moe_experts(Tensor, Tensor, Tensor, const ExpertStack&, Tensor, Tensor) override { refuse(); }
+  void moe_experts(Tensor, Tensor, Tensor, const ExpertStack&, Tensor, Tensor, Tensor) override { refuse(); }
   // Sized as the backend it stands for sizes it: bf16 is the GPU's carve, fp32 the CPU's.
   size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& s) const override {
     if (dtype_ != DType::BF16) return cpu::moe_scratch_bytes(tokens, s);

@@ -343,14 +343,15 @@ class MoeFfn final : public FfnBlock {
     Tensor logits = ctx.ws.view(Scratch::RouterLogits, DType::F32, M, s_.num_experts);
     Tensor ids = ctx.ws.view(Scratch::TopkIds, DType::I32, M, k);
     Tensor weights = ctx.ws.view(Scratch::TopkWeights, DType::F32, M, k);
+    // The shared experts first: the routed experts' combine adds their output as it writes out.
+    Tensor shared;
+    if (shared_) {
+      shared = ctx.ws.view(Scratch::MoeShared, DType::F32, M, s_.hidden);
+      shared_->forward(normed, shared, ctx);
+    }
     be.linear(normed, gate_, nullptr, logits);
     be.moe_route(logits, correction_bias_.data ? &correction_bias_ : nullptr, s_.router, ids, weights);
-    be.moe_experts(normed, ids, weights, experts_, out, ctx.ws.moe_work);
-    if (shared_) {
-      Tensor shared = ctx.ws.view(Scratch::MoeShared, DType::F32, M, s_.hidden);
-      shared_->forward(normed, shared, ctx);
-      be.add_inplace(out, shared);
-    }
+    be.moe_experts(normed, ids, weights, experts_, out, shared, ctx.ws.moe_work);
   }
 
  private:

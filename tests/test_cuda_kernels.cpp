@@ -512,7 +512,7 @@ TEST_F(CudaKernel, TheWarpSpecialisedGemmGivesTheCpAsyncKernelsBits) {
     Pair out = poisoned(M, H, DType::F32);
     const MoeScratchShape shape{K, local, H, I, false};
     DeviceBuffer scratch = gpu->allocate(gpu->moe_scratch_bytes(M, shape));
-    gpu->moe_experts(x.gpu, ids.gpu, w.gpu, experts, out.gpu,
+    gpu->moe_experts(x.gpu, ids.gpu, w.gpu, experts, out.gpu, Tensor{},
                      scratch.view(DType::I32, 1, static_cast<int64_t>(scratch.bytes() / 4)));
     std::vector<float> got = host(*gpu, out.gpu);
     size_t nonfinite = 0;
@@ -591,8 +591,8 @@ void CudaKernel::check_quantized_experts(int64_t H, int64_t I, bool want_in_gemm
     const MoeScratchShape cshape{K, local, H, I, false}, gshape{K, local, H, I, !in_gemm};
     DeviceBuffer cs = cpu_->allocate(cpu_->moe_scratch_bytes(M, cshape));
     DeviceBuffer gs = gpu_->allocate(gpu_->moe_scratch_bytes(M, gshape));
-    cpu_->moe_experts(x.cpu, ids.cpu, w.cpu, ec, out.cpu, cs.view(DType::I32, 1, static_cast<int64_t>(cs.bytes() / 4)));
-    gpu_->moe_experts(x.gpu, ids.gpu, w.gpu, eg, out.gpu, gs.view(DType::I32, 1, static_cast<int64_t>(gs.bytes() / 4)));
+    cpu_->moe_experts(x.cpu, ids.cpu, w.cpu, ec, out.cpu, Tensor{}, cs.view(DType::I32, 1, static_cast<int64_t>(cs.bytes() / 4)));
+    gpu_->moe_experts(x.gpu, ids.gpu, w.gpu, eg, out.gpu, Tensor{}, gs.view(DType::I32, 1, static_cast<int64_t>(gs.bytes() / 4)));
     expect_close(out, 1.5e-2, "quantized experts");
     if (in_gemm) {
       // Converting in the GEMM gives the bf16 weights the dequantize kernel gives: the same
@@ -600,7 +600,7 @@ void CudaKernel::check_quantized_experts(int64_t H, int64_t I, bool want_in_gemm
       const std::vector<float> direct = host(*gpu_, out.gpu);
       gpu_->set_quantized_experts_in_gemm(false);
       DeviceBuffer gs2 = gpu_->allocate(gpu_->moe_scratch_bytes(M, MoeScratchShape{K, local, H, I, true}));
-      gpu_->moe_experts(x.gpu, ids.gpu, w.gpu, eg, out.gpu,
+      gpu_->moe_experts(x.gpu, ids.gpu, w.gpu, eg, out.gpu, Tensor{},
                         gs2.view(DType::I32, 1, static_cast<int64_t>(gs2.bytes() / 4)));
       gpu_->set_quantized_experts_in_gemm(true);
       EXPECT_EQ(direct, host(*gpu_, out.gpu)) << "in-GEMM conversion differs from the dequantize kernel";
@@ -619,9 +619,27 @@ void CudaKernel::check_experts(int64_t M, int64_t H, int64_t I) {
   DeviceBuffer cs = cpu_->allocate(cpu_->moe_scratch_bytes(M, shape));
   DeviceBuffer gs = gpu_->allocate(gpu_->moe_scratch_bytes(M, shape));
   ExpertStack ec{gate_up.cpu, down.cpu, first, local, I, {}, {}}, eg{gate_up.gpu, down.gpu, first, local, I, {}, {}};
-  cpu_->moe_experts(x.cpu, ids.cpu, w.cpu, ec, out.cpu, cs.view(DType::I32, 1, static_cast<int64_t>(cs.bytes() / 4)));
-  gpu_->moe_experts(x.gpu, ids.gpu, w.gpu, eg, out.gpu, gs.view(DType::I32, 1, static_cast<int64_t>(gs.bytes() / 4)));
+  cpu_->moe_experts(x.cpu, ids.cpu, w.cpu, ec, out.cpu, Tensor{}, cs.view(DType::I32, 1, static_cast<int64_t>(cs.bytes() / 4)));
+  gpu_->moe_experts(x.gpu, ids.gpu, w.gpu, eg, out.gpu, Tensor{}, gs.view(DType::I32, 1, static_cast<int64_t>(gs.bytes() / 4)));
   expect_close(out, 1.5e-2, "moe experts");
+
+  // With the shared experts' output given, each backend's out is its routed sum plus that
+  // output, rounded once: the bits of a separate add.
+  const std::vector<float> routed_cpu = host(*cpu_, out.cpu), routed_gpu = host(*gpu_, out.gpu);
+  Pair shared = make(M, H, test::random_floats(M * H, 27), DType::F32);
+  Pair with_shared = poisoned(M, H, DType::F32);
+  cpu_->moe_experts(x.cpu, ids.cpu, w.cpu, ec, with_shared.cpu, shared.cpu,
+                    cs.view(DType::I32, 1, static_cast<int64_t>(cs.bytes() / 4)));
+  gpu_->moe_experts(x.gpu, ids.gpu, w.gpu, eg, with_shared.gpu, shared.gpu,
+                    gs.view(DType::I32, 1, static_cast<int64_t>(gs.bytes() / 4)));
+  const std::vector<float> added = host(*cpu_, shared.cpu);
+  std::vector<float> want_cpu(routed_cpu.size()), want_gpu(routed_gpu.size());
+  for (size_t i = 0; i < added.size(); ++i) {
+    want_cpu[i] = routed_cpu[i] + added[i];
+    want_gpu[i] = routed_gpu[i] + added[i];
+  }
+  EXPECT_EQ(host(*cpu_, with_shared.cpu), want_cpu) << "cpu: routed + shared";
+  EXPECT_EQ(host(*gpu_, with_shared.gpu), want_gpu) << "gpu: routed + shared";
 }
 
 }  // namespace

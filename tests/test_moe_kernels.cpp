@@ -108,13 +108,15 @@ std::vector<double> ref_moe(const std::vector<float>& x, const std::vector<int32
 }
 
 // Runs the op with `out` prefilled by garbage, so that a missing overwrite shows.
+// `shared`, if not empty, is the shared experts' [M, H] output that the op adds.
 std::vector<float> run_moe(std::vector<float>& x, std::vector<int32_t>& ids, std::vector<float>& w, int64_t M,
-                           int64_t K, const ExpertStack& stack, int64_t H) {
+                           int64_t K, const ExpertStack& stack, int64_t H, std::vector<float> shared = {}) {
   std::vector<float> out(static_cast<size_t>(M * H), 1234.5f);
   const MoeScratchShape shape{static_cast<int>(K), stack.num_experts, H, stack.intermediate};
   std::vector<float> scratch(cpu::moe_scratch_bytes(M, shape) / sizeof(float));
   cpu::moe_experts(Tensor(x.data(), DType::F32, M, H), Tensor(ids.data(), DType::I32, M, K),
                    Tensor(w.data(), DType::F32, M, K), stack, Tensor(out.data(), DType::F32, M, H),
+                   shared.empty() ? Tensor{} : Tensor(shared.data(), DType::F32, M, H),
                    Tensor(scratch.data(), DType::F32, 1, static_cast<int64_t>(scratch.size())));
   return out;
 }
@@ -151,6 +153,17 @@ TEST(MoeKernel, AllExpertsLocalMatchReference) {
   Routing r = make_routing(kM, kK, all_ids(kE), 2);
   const auto out = run_moe(x, r.ids, r.weights, kM, kK, ex.stack(0, kE), kH);
   EXPECT_LT(rel_err(out, ref_moe(x, r.ids, r.weights, kM, kK, ex, 0, kE)), kTol);
+}
+
+TEST(MoeKernel, TheSharedExpertsOutputIsAddedAsASeparateAddWould) {
+  Experts ex(kE, kH, kI, 60);
+  auto x = random_floats(static_cast<size_t>(kM * kH), 11);
+  const auto shared = random_floats(static_cast<size_t>(kM * kH), 12);
+  Routing r = make_routing(kM, kK, all_ids(kE), 13);
+  const auto routed = run_moe(x, r.ids, r.weights, kM, kK, ex.stack(0, kE), kH);
+  const auto both = run_moe(x, r.ids, r.weights, kM, kK, ex.stack(0, kE), kH, shared);
+  ASSERT_EQ(both.size(), routed.size());
+  for (size_t i = 0; i < both.size(); ++i) ASSERT_EQ(both[i], routed[i] + shared[i]) << "element " << i;
 }
 
 TEST(MoeKernel, ExpertWithoutTokensIsSkipped) {

@@ -134,7 +134,7 @@ class LateUploadBackend final : public kernels::Backend {
   }
   void silu_mul(Tensor, Tensor, Tensor) override { unused(); }
   void moe_route(Tensor, const Tensor*, const kernels::RouterParams&, Tensor, Tensor) override { unused(); }
-  void moe_experts(Tensor, Tensor, Tensor, const kernels::ExpertStack&, Tensor, Tensor) override { unused(); }
+  void moe_experts(Tensor, Tensor, Tensor, const kernels::ExpertStack&, Tensor, Tensor, Tensor) override { unused(); }
   size_t moe_scratch_bytes(int64_t, const kernels::MoeScratchShape&) const override { return 0; }
   void mla_expand_kv(Tensor, Tensor, int, int, int, Tensor, Tensor) override { unused(); }
   void encode_e4m3_rows(Tensor, Tensor) override { unused(); }

@@ -187,8 +187,8 @@ class Backend {
   // out [tokens, H] (fp32) = sum over the (token, slot) pairs routed to this rank's experts of
   // weight * down(silu(gate(x)) * up(x)), plus `shared` [tokens, H] (fp32, the shared experts'
   // output) where given: one rounding, as a separate add after the sum would make, without the
-  // pass over out that such an add costs. out is overwritten. `scratch` is a byte buffer of at
-  // least moe_scratch_bytes(tokens, ...) bytes.
+  // pass over out that such an add costs. out is overwritten, so `shared` must not be out. `scratch`
+  // is a byte buffer of at least moe_scratch_bytes(tokens, ...) bytes.
   virtual void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& experts, Tensor out,
                            Tensor shared, Tensor scratch) = 0;
   virtual size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape) const = 0;

@@ -96,6 +96,7 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
   require_f32(out, "moe out");
   require_f32(topk_weights, "moe weights");
   if (shared.data) require_f32(shared, "moe shared");
+  E3_REQUIRE(!shared.data || shared.data != out.data, ErrorKind::Internal, "moe_experts: shared is out");
   const int64_t M = x.rows, H = x.cols, I = ex.intermediate, K = topk_ids.cols;
   E3_REQUIRE(out.rows == M && out.cols == H && topk_ids.rows == M && topk_weights.rows == M && topk_weights.cols == K &&
                  ex.gate_up.rows == ex.num_experts * 2 * I && ex.gate_up.cols == H &&

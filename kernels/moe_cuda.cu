@@ -514,7 +514,8 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
   E3_REQUIRE(x.dtype == DType::BF16 && out.dtype == DType::F32 && topk_ids.contiguous() && topk_weights.contiguous() &&
                  ex.gate_up.rows == E * 2 * I && ex.gate_up.cols == H && ex.down.rows == E * H && ex.down.cols == I &&
                  H % 8 == 0 && I % 8 == 0 && x.stride % 8 == 0 && out.rows == M && out.cols == H && E <= 1024 &&
-                 (!shared.data || (shared.dtype == DType::F32 && shared.rows == M && shared.cols == H)),
+                 (!shared.data || (shared.dtype == DType::F32 && shared.rows == M && shared.cols == H &&
+                                   shared.data != out.data)),
              ErrorKind::Internal, "cuda moe_experts: x {} gate_up {} down {} out {} shared {}, {} local experts",
              x.shape_str(), ex.gate_up.shape_str(), ex.down.shape_str(), out.shape_str(),
              shared.data ? shared.shape_str() : "none", E);

@@ -380,6 +380,7 @@ TEST_F(CudaKernel, HopperGpusRunTheWgmmaGroupedGemm) {
   const std::string d = gpu_->device_description();
   if (d.find("sm_90,") == std::string::npos) GTEST_SKIP() << "not an sm_90 GPU: " << d;
   EXPECT_TRUE(runs_wgmma(*gpu_)) << d << ": the build lacks the sm_90a image (CMAKE_CUDA_ARCHITECTURES without 90a)";
+  EXPECT_NE(d.find("wgmma attention"), std::string::npos) << d << ": the default attention on Hopper is the wgmma one";
 }
 
 TEST_F(CudaKernel, ExpertsOfOneRankMatchTheCpuTwin) {
@@ -640,6 +641,17 @@ void CudaKernel::check_experts(int64_t M, int64_t H, int64_t I) {
   }
   EXPECT_EQ(host(*cpu_, with_shared.cpu), want_cpu) << "cpu: routed + shared";
   EXPECT_EQ(host(*gpu_, with_shared.gpu), want_gpu) << "gpu: routed + shared";
+
+  // The same values as a column slice of a wider buffer (odd stride, not 16-byte aligned): the
+  // combine's scalar path.
+  std::vector<float> wide(static_cast<size_t>(M * (H + 1)));
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t c = 0; c < H; ++c) wide[static_cast<size_t>(r * (H + 1) + 1 + c)] = added[static_cast<size_t>(r * H + c)];
+  Pair shared_wide = make(M, H + 1, wide, DType::F32);
+  Pair sliced = poisoned(M, H, DType::F32);
+  gpu_->moe_experts(x.gpu, ids.gpu, w.gpu, eg, sliced.gpu, shared_wide.gpu.col_slice(1, H),
+                    gs.view(DType::I32, 1, static_cast<int64_t>(gs.bytes() / 4)));
+  EXPECT_EQ(host(*gpu_, sliced.gpu), want_gpu) << "gpu: routed + a strided shared";
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 // no-op everywhere else.
 #include <cmath>
 
-#include "kernels/attention_softmax.cuh"
+#include "kernels/attention_common.cuh"
 #include "kernels/cuda_common.cuh"
 #include "kernels/ops_cuda.h"
 
@@ -25,19 +25,7 @@ constexpr int kWarps = kBM / 16;
 constexpr int kStages = 3;    // K/V tile buffers: one being read, two being filled
 constexpr int kPad = 8;       // row padding (bf16) that makes ldmatrix rows hit distinct banks
 
-struct Args {
-  const bf16* q;
-  const bf16* k;
-  const bf16* v;
-  bf16* out;
-  int64_t q_stride, k_stride, v_stride, o_stride;
-  const int32_t* cu_seqlens;
-  int tiles_per_seq;
-  int group;          // q heads per kv head
-  int dqk, dv;        // real head dims (multiples of 8)
-  float scale_log2;   // softmax scale * log2(e)
-  int64_t window;     // 0: full causal
-};
+using Args = AttentionArgs;
 
 template <int DQK, int DV>
 constexpr size_t smem_bytes() {
@@ -57,11 +45,6 @@ __device__ void load_tile(bf16* smem, const bf16* base, int64_t stride, int rows
     const bool ok = r < valid_rows && c < dim;
     cp_async_16(smem + r * (COLS + kPad) + c, ok ? base + r * stride + c : safe, ok);
   }
-}
-
-// The first key of the tiles queries from q0 on need: 0, or the window's lower bound in whole tiles.
-__device__ __forceinline__ int first_key(int q0, int64_t window) {
-  return window > 0 ? max(0, static_cast<int>(q0 - window + 1)) / kBN * kBN : 0;
 }
 
 template <int DQK, int DV>
@@ -89,11 +72,11 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(Args a) {
   const bf16* vbase = a.v + int64_t{start} * a.v_stride + int64_t{kv_head} * a.dv;
 
   // The block's key tiles: causal up to its last query, from the window's lower bound.
-  const int k_begin = first_key(q0, a.window);
+  const int k_begin = first_key<kBN>(q0, a.window);
   const int num_tiles = (min(q0 + kBM, len) - k_begin + kBN - 1) / kBN;
   // This warp's: those of its 64-query half. Its rows, and the span where no mask is needed.
   const int half0 = q0 + warp * 16 / kHalf * kHalf;
-  const int warp_k_begin = first_key(half0, a.window);
+  const int warp_k_begin = first_key<kBN>(half0, a.window);
   const int warp_k_last = half0 < len ? min(half0 + kHalf, len) - 1 : -1;  // a half past the end: none
   const int warp_row0 = q0 + warp * 16;
   const ScoreRows rows{warp_row0, warp_row0 + g, warp_row0 + g + 8, c4};  // this thread's two query rows
@@ -213,10 +196,7 @@ void attention(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& 
              "(qk {}, v {})", p.qk_head_dim, p.v_head_dim);
   if (seqs.num_tokens == 0) return;
   if (wgmma && attention_wgmma_fits(p)) return attention_wgmma(q, k, v, out, p, seqs, s);
-  Args a{q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), out.as<bf16>(), q.stride, k.stride, v.stride, out.stride,
-         seqs.cu_seqlens.as<int32_t>(), static_cast<int>((seqs.max_seqlen + kBM - 1) / kBM),
-         p.num_q_heads / p.num_kv_heads, p.qk_head_dim, p.v_head_dim,
-         static_cast<float>(p.scale * 1.4426950408889634), p.sliding_window};
+  const Args a = attention_args(q, k, v, out, p, seqs, kBM);
   const int dqk = p.qk_head_dim, dv = p.v_head_dim, heads = p.num_q_heads, n = seqs.num_seqs;
   // The smallest padded pair that holds the real dims.
   if (dqk <= 16 && dv <= 16) return launch<16, 16>(a, n, heads, s);

@@ -21,7 +21,7 @@
 // Compiled only into the sm_90a image (E3_WGMMA); attention_cuda.cu picks it where it runs.
 #include <cmath>
 
-#include "kernels/attention_softmax.cuh"
+#include "kernels/attention_common.cuh"
 #include "kernels/ops_cuda.h"
 #include "kernels/wgmma_sm90.cuh"
 
@@ -40,19 +40,7 @@ constexpr int kStages = 4;
 constexpr int kComputeThreads = 256, kLoaderThreads = 128, kThreads = kComputeThreads + kLoaderThreads;
 static_assert(kLoaderThreads % 64 == 0, "whole 8-row swizzle groups per pass");
 
-struct Args {
-  const bf16* q;
-  const bf16* k;
-  const bf16* v;
-  bf16* out;
-  int64_t q_stride, k_stride, v_stride, o_stride;
-  const int32_t* cu_seqlens;
-  int tiles_per_seq;
-  int group;          // q heads per kv head
-  int dqk, dv;        // real head dims (multiples of 8, at most DQK / DV)
-  float scale_log2;   // softmax scale * log2(e)
-  int64_t window;     // 0: full causal
-};
+using Args = AttentionArgs;
 
 // Shared memory: Q [128 rows] and each stage's K and V [64 keys] as 64-column blocks of 128 B
 // rows in the 128 B swizzle (every block 1024 B aligned).
@@ -95,11 +83,6 @@ __device__ __forceinline__ void load_swizzled(unsigned char* smem, const bf16* b
   }
 }
 
-// The first key of the tiles queries from q0 on need: 0, or the window's lower bound in whole tiles.
-__device__ __forceinline__ int first_key(int q0, int64_t window) {
-  return window > 0 ? max(0, static_cast<int>(q0 - window + 1)) / kBN * kBN : 0;
-}
-
 // One computing thread's share of O (accumulator layout of m64nDV: n8 block i, register e ->
 // row 16 warp + g + 8 (e / 2), column 8 i + 2 c4 + e % 2) and its rows' softmax state.
 template <int DV>
@@ -124,7 +107,7 @@ __device__ __forceinline__ void attend_tile(RowState<DV>& st, uint32_t q_rows, u
     wgmma_m64n64k16(s, sw128_desc(q_rows + (kk / 4) * (kBM * 128) + (kk % 4) * 32),
                     sw128_desc(k_tile + (kk / 4) * (kBN * 128) + (kk % 4) * 32));
   wgmma_commit();
-  wgmma_wait_all();
+  wgmma_wait<0>();
 #pragma unroll
   for (int i = 0; i < 32; ++i) fence_operand(s[i]);
 
@@ -147,7 +130,7 @@ __device__ __forceinline__ void attend_tile(RowState<DV>& st, uint32_t q_rows, u
   for (int kk = 0; kk < kBN / 16; ++kk)
     wgmma_pv<DV>(st.o, p[kk], sw128_nmajor_desc(v_tile + kk * 16 * 128, kBN * 128));
   wgmma_commit();
-  wgmma_wait_all();
+  wgmma_wait<0>();
 #pragma unroll
   for (int i = 0; i < DV / 2; ++i) fence_operand(st.o[i]);
 }
@@ -187,7 +170,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(Args a) {
   __syncthreads();
 
   // The block's key tiles: causal up to its last query, from the window's lower bound.
-  const int k_begin = first_key(q0, a.window);
+  const int k_begin = first_key<kBN>(q0, a.window);
   const int num_tiles = (min(q0 + kBM, len) - k_begin + kBN - 1) / kBN;
 
   if (tid >= kComputeThreads) {
@@ -217,7 +200,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(Args a) {
     const int g = lane / 4, c4 = lane % 4;
     // This warpgroup's key tiles: those of its 64 queries (none for a half past the sequence's end).
     const int wg_row0 = q0 + cwg * kWgRows;
-    const int wg_k_begin = first_key(wg_row0, a.window);
+    const int wg_k_begin = first_key<kBN>(wg_row0, a.window);
     const int wg_k_last = wg_row0 < len ? min(wg_row0 + kWgRows, len) - 1 : -1;
     const int warp_row0 = wg_row0 + warp * 16;
     const ScoreRows rows{warp_row0, warp_row0 + g, warp_row0 + g + 8, c4};
@@ -280,10 +263,7 @@ bool attention_wgmma_fits(const AttentionParams& p) { return p.qk_head_dim <= 19
 
 void attention_wgmma(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& p, const SequenceLayout& seqs,
                      cudaStream_t s) {
-  Args a{q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), out.as<bf16>(), q.stride, k.stride, v.stride, out.stride,
-         seqs.cu_seqlens.as<int32_t>(), static_cast<int>((seqs.max_seqlen + kBM - 1) / kBM),
-         p.num_q_heads / p.num_kv_heads, p.qk_head_dim, p.v_head_dim,
-         static_cast<float>(p.scale * 1.4426950408889634), p.sliding_window};
+  const Args a = attention_args(q, k, v, out, p, seqs, kBM);
   const int dqk = p.qk_head_dim, dv = p.v_head_dim, heads = p.num_q_heads, n = seqs.num_seqs;
   // The smallest padded pair that holds the real dims (64-column blocks).
   if (dqk <= 64 && dv <= 64) return launch<64, 64>(a, n, heads, s);

@@ -9,12 +9,18 @@
 #include <cstdint>
 
 #include "kernels/cuda_check.h"
+#include "kernels/tensor.h"
 
 namespace e3::kernels::cuda {
 
 using bf16 = __nv_bfloat16;
 
 inline unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
+
+// Whether `per` consecutive elements from any row start form one 16-byte access.
+inline bool aligned_by(const Tensor& t, int per) {
+  return t.cols % per == 0 && t.stride % per == 0 && reinterpret_cast<uintptr_t>(t.data) % 16 == 0;
+}
 
 __device__ __forceinline__ float to_f(bf16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ bf16 to_bf(float x) { return __float2bfloat16_rn(x); }

@@ -176,11 +176,6 @@ dim3 grid_2d(const Tensor& t) {
   return dim3(std::min<unsigned>(blocks_for(t.cols, kThreads), 64u), static_cast<unsigned>(std::min<int64_t>(t.rows, 65535)));
 }
 
-// Whether `per` consecutive elements from any row start form one 16-byte access.
-bool aligned_by(const Tensor& t, int per) {
-  return t.cols % per == 0 && t.stride % per == 0 && reinterpret_cast<uintptr_t>(t.data) % 16 == 0;
-}
-
 }  // namespace
 
 void embedding(Tensor ids, Tensor table, Tensor out, cudaStream_t s) {

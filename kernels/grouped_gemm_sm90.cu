@@ -140,15 +140,15 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_wgmma_kernel(Grouped
     }
 #pragma unroll
     for (int i = 0; i < 128; ++i) fence_operand(d[i]);
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBK / 16; ++kk) wgmma_m64n256k16(d, sw128_desc(sa + kk * 32), sw128_desc(sb + kk * 32));
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    wgmma_commit();
+    wgmma_wait<1>();
 #pragma unroll
     for (int i = 0; i < 128; ++i) fence_operand(d[i]);
   }
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  wgmma_wait<0>();
 #pragma unroll
   for (int i = 0; i < 128; ++i) fence_operand(d[i]);
   cp_async_wait<0>();

@@ -206,12 +206,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         const uint32_t sb = QB == kBf16 ? base + stage * S::kStage + kABytes : converted + cbuf * kBBytes;
 #pragma unroll
         for (int i = 0; i < 128; ++i) fence_operand(d[i]);
-        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk)
           wgmma_m64n256k16(d, swizzled_desc<BK>(sa + kk * 32), swizzled_desc<BK>(sb + kk * 32));
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        wgmma_commit();
+        wgmma_wait<1>();
 #pragma unroll
         for (int i = 0; i < 128; ++i) fence_operand(d[i]);
         if (prev_stage >= 0) release(prev_stage);
@@ -228,7 +228,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
         }
       }
-      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+      wgmma_wait<0>();
 #pragma unroll
       for (int i = 0; i < 128; ++i) fence_operand(d[i]);
       release(prev_stage);

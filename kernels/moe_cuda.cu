@@ -574,8 +574,7 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
   else grouped_gemm(down, false, max_rows, s, variant);
 
   mark("moe_combine");
-  const auto aligned = [](Tensor t) { return t.stride % 4 == 0 && reinterpret_cast<uintptr_t>(t.data) % 16 == 0; };
-  const bool vector = aligned(out) && (!shared.data || aligned(shared));
+  const bool vector = aligned_by(out, 4) && (!shared.data || aligned_by(shared, 4));
   combine_kernel<<<static_cast<unsigned>(M), 256, 0, s>>>(l.pair_row, l.perm_weight, l.y, K, out.as<float>(),
                                                           out.stride, shared.data ? shared.as<float>() : nullptr,
                                                           shared.stride, H, vector);

@@ -145,9 +145,8 @@ void add_rmsnorm(Tensor residual, Tensor x, Tensor weight, float eps, Tensor out
              ErrorKind::Internal, "cuda add_rmsnorm: residual {} x {} out {}", residual.shape_str(), x.shape_str(),
              out.shape_str());
   if (x.rows == 0) return;
-  const auto aligned = [](Tensor t) { return !t.data || (reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.stride % 4 == 0); };
-  if (x.cols % 4 == 0 && x.cols <= kVecRowMax && aligned(residual) && aligned(x) && aligned(out) && aligned(out_f32) &&
-      reinterpret_cast<uintptr_t>(weight.data) % 8 == 0) {
+  if (x.cols <= kVecRowMax && aligned_by(residual, 4) && aligned_by(x, 4) && aligned_by(out, 4) &&
+      (!out_f32.data || aligned_by(out_f32, 4)) && reinterpret_cast<uintptr_t>(weight.data) % 8 == 0) {
     add_rmsnorm_vec_kernel<<<static_cast<unsigned>(x.rows), kThreads, 0, s>>>(
         residual.as<float>(), residual.stride, x.as<float>(), x.stride, weight.as<bf16>(), eps, out.as<bf16>(),
         out.stride, out_f32.data ? out_f32.as<float>() : nullptr, out_f32.stride, static_cast<int>(x.cols));

@@ -54,6 +54,14 @@ __device__ __forceinline__ uint64_t swizzled_desc(uint32_t saddr) {
   return BK == 64 ? sw128_desc(saddr) : sw64_desc(saddr);
 }
 
+// A warpgroup's wgmma sequence: fence the registers, issue, commit the group, wait until at most N
+// of its committed groups still run (they finish in order).
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
 __device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 
 // Ordinary or cp.async writes to shared memory -> reads by the tensor cores.
@@ -226,10 +234,6 @@ __device__ __forceinline__ uint64_t sw128_nmajor_desc(uint32_t saddr, uint32_t b
   return (uint64_t{(saddr & 0x3FFFFu) >> 4}) | (uint64_t{(block_bytes & 0x3FFFFu) >> 4} << 16) |
          (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
 }
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 
 // d[64 x 64] += A[64 x 16] B[64 x 16]^T, both K-major in shared memory.
 __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t desc_a, uint64_t desc_b) {

@@ -35,7 +35,7 @@ __global__ void probe(const bf16* q, const bf16* k, const bf16* v, float* s_out,
   for (int kk = 0; kk < 4; ++kk)
     wgmma_m64n64k16(s, sw128_desc(smem_addr(sq) + kk * 32), sw128_desc(smem_addr(sk) + kk * 32));
   wgmma_commit();
-  wgmma_wait_all();
+  wgmma_wait<0>();
   for (int i = 0; i < 32; ++i) fence_operand(s[i]);
   for (int i = 0; i < 32; ++i) {
     const int row = warp * 16 + g + 8 * ((i >> 1) & 1), col = (i / 4) * 8 + 2 * c4 + (i & 1);
@@ -54,7 +54,7 @@ __global__ void probe(const bf16* q, const bf16* k, const bf16* v, float* s_out,
     wgmma_m64n128k16_rs_nmajor(o, p[kk], d);
   }
   wgmma_commit();
-  wgmma_wait_all();
+  wgmma_wait<0>();
   for (int i = 0; i < 64; ++i) fence_operand(o[i]);
   for (int i = 0; i < 64; ++i) {
     const int row = warp * 16 + g + 8 * ((i >> 1) & 1), col = (i / 4) * 8 + 2 * c4 + (i & 1);

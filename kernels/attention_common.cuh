@@ -1,13 +1,46 @@
-// The online softmax step of the CUDA attention kernels (attention_cuda.cu on mma.sync,
-// attention_sm90.cu on warpgroup MMA). Both hold a warp's 16 x 64 scores of a key tile in the
-// same accumulator layout, so they share this step, and with it their bits
-// (tests/test_cuda_kernels.cpp checks that the two kernels agree exactly).
+// What the two CUDA attention kernels share (attention_cuda.cu on mma.sync, attention_sm90.cu on
+// warpgroup MMA): their arguments, the key tiles a run of queries needs, and the online softmax
+// step. Both hold a warp's 16 x 64 scores of a key tile in the same accumulator layout, so
+// sharing this step shares their bits (tests/test_cuda_kernels.cpp checks that the two kernels
+// agree exactly).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda_common.cuh"
+#include "kernels/ops_cuda.h"
+
 namespace e3::kernels::cuda {
+
+struct AttentionArgs {
+  const bf16* q;
+  const bf16* k;
+  const bf16* v;
+  bf16* out;
+  int64_t q_stride, k_stride, v_stride, o_stride;
+  const int32_t* cu_seqlens;
+  int tiles_per_seq;  // query blocks per sequence (of the longest)
+  int group;          // q heads per kv head
+  int dqk, dv;        // real head dims (multiples of 8, at most the kernel's padded ones)
+  float scale_log2;   // softmax scale * log2(e)
+  int64_t window;     // 0: full causal
+};
+
+inline AttentionArgs attention_args(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& p,
+                                    const SequenceLayout& seqs, int queries_per_block) {
+  return {q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), out.as<bf16>(), q.stride, k.stride, v.stride, out.stride,
+          seqs.cu_seqlens.as<int32_t>(), static_cast<int>((seqs.max_seqlen + queries_per_block - 1) / queries_per_block),
+          p.num_q_heads / p.num_kv_heads, p.qk_head_dim, p.v_head_dim,
+          static_cast<float>(p.scale * 1.4426950408889634), p.sliding_window};
+}
+
+// The first key of the KEYS-key tiles that queries from q0 on need: 0, or the window's lower
+// bound rounded down to a whole tile (in 64 bits: a window may exceed an int).
+template <int KEYS>
+__device__ __forceinline__ int first_key(int q0, int64_t window) {
+  return window > 0 ? static_cast<int>(max(int64_t{0}, q0 - window + 1) / KEYS * KEYS) : 0;
+}
 
 // 2^x on the special function unit. exp2f would also keep results below 2^-126 (as denormals),
 // at three more instructions per score; such a weight is lost against the row's largest, which

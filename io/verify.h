@@ -49,7 +49,8 @@ struct VerifyProgress {
 // Where the time of reading shard files goes, in nanoseconds summed over the threads that read
 // them (core/stage_timer.h).
 struct ShardReadStages {
-  std::atomic<uint64_t> read{0};      // the shard files' bytes, by pread
+  std::atomic<uint64_t> read{0};      // the shard files' bytes, by pread (the read pool's threads included)
+  std::atomic<uint64_t> read_wait{0};  // the checking thread waiting for the read pool's bytes
   std::atomic<uint64_t> checksum{0};  // hashing them
   std::atomic<uint64_t> metadata{0};  // HDF5's calls (attributes, shapes, layout), waiting for its lock included
   std::atomic<uint64_t> values{0};    // the NaN/Inf and scale checks of the stored bits
@@ -81,6 +82,10 @@ class ShardConsumer {
 
 struct VerifyOptions {
   int threads = 0;  // shards read at once; 0: the cores of this machine
+  // Threads copying each shard out of the page cache ahead of the thread that hashes and checks
+  // it (io/read_pool.h); 0: what `threads` leaves per shard read at once, 1 to 4; negative: none,
+  // the checking thread reads.
+  int read_threads = 0;
   // Under MPI each process reads the shards whose index % ranks == rank; the manifests are
   // checked whole by every process (they are small), so each can count the samples.
   int rank = 0, ranks = 1;

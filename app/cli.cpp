@@ -333,7 +333,8 @@ Registered add_export_options(CLI::App& app, Request& req) {
       "less its reader, 2 to 4");
   auto* readers = exporter->add_option(
       "--readers", o.readers_per_shard,
-      "threads copying each shard out of SRC ahead of the thread that hashes and checks it; default: 2");
+      "threads copying each shard out of the page cache ahead of the thread that hashes and checks it; "
+      "default: none, that thread reads");
   exporter->add_flag("--skip-verify", o.skip_verify,
                      "do not make verify's checks first (checksums and values of every shard): for a SRC that "
                      "`eagle3_extract verify` has just passed");

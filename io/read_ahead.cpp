@@ -29,7 +29,6 @@ double resident_share(int fd, uint64_t size) {
   return static_cast<double>(resident) / static_cast<double>(in.size());
 }
 
-void ReadAhead::FreeAligned::operator()(unsigned char* p) const { std::free(p); }
 
 std::unique_ptr<ReadAhead> ReadAhead::open(int fd, uint64_t size, std::string where, ErrorKind kind, size_t chunk,
                                            size_t depth) {
@@ -50,10 +49,8 @@ ReadAhead::ReadAhead(Fd direct, int fd, uint64_t size, std::string where, ErrorK
       chunk_(chunk),
       depth_(depth),
       chunks_((size + chunk - 1) / chunk) {
-  void* p = nullptr;
-  E3_REQUIRE(::posix_memalign(&p, kAlign, chunk_ * depth_) == 0, kind_, "{}: cannot allocate {} bytes to read into",
-             where_, chunk_ * depth_);
-  memory_.reset(static_cast<unsigned char*>(p));
+  // In huge pages: O_DIRECT reads pin the memory they fill, page by page.
+  memory_ = PageMemory(chunk_ * depth_);
   thread_ = std::thread([this] { run(); });
 }
 

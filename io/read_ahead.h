@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "io/file_io.h"
+#include "io/page_memory.h"
 
 namespace e3::io {
 
@@ -44,11 +45,7 @@ class ReadAhead {
  private:
   ReadAhead(Fd direct, int fd, uint64_t size, std::string where, ErrorKind kind, size_t chunk, size_t depth);
   void run();
-  unsigned char* slot(uint64_t k) const { return memory_.get() + (k % depth_) * chunk_; }
-
-  struct FreeAligned {
-    void operator()(unsigned char* p) const;
-  };
+  unsigned char* slot(uint64_t k) const { return memory_.data() + (k % depth_) * chunk_; }
 
   Fd direct_;        // the file again, with O_DIRECT
   const int fd_;     // the caller's, for bytes behind the window
@@ -57,7 +54,7 @@ class ReadAhead {
   const ErrorKind kind_;
   const size_t chunk_, depth_;
   const uint64_t chunks_;  // ceil(size_ / chunk_)
-  std::unique_ptr<unsigned char, FreeAligned> memory_;  // depth_ slots of chunk_ bytes
+  PageMemory memory_;  // depth_ slots of chunk_ bytes
 
   std::mutex m_;
   std::condition_variable cv_;

@@ -86,13 +86,21 @@ bool is_temporary_name(const std::string& name) {
 }
 
 DirectBuffer::DirectBuffer(size_t bytes) : size_((bytes + kAlign - 1) / kAlign * kAlign) {
+  E3_REQUIRE(size_ > 0, ErrorKind::Internal, "a write buffer of 0 bytes");
+  if (size_ >= PageMemory::kPage) {
+    pages_ = PageMemory(size_);
+    data_ = pages_.data();
+    return;
+  }
   void* p = nullptr;
-  E3_REQUIRE(size_ > 0 && ::posix_memalign(&p, kAlign, size_) == 0, ErrorKind::Output,
+  E3_REQUIRE(::posix_memalign(&p, kAlign, size_) == 0, ErrorKind::Output,
              "cannot allocate {} bytes of aligned write buffer", size_);
   data_ = static_cast<unsigned char*>(p);
 }
 
-DirectBuffer::~DirectBuffer() { std::free(data_); }
+DirectBuffer::~DirectBuffer() {
+  if (!pages_.data()) std::free(data_);
+}
 
 TempFile::TempFile(const std::filesystem::path& final_path, DirectBuffer* direct)
     : final_path_(final_path), temp_path_(temporary_path(final_path)) {

@@ -579,27 +579,18 @@ void sync_file_system(const fs::path& dir) {
 // ---- one shard
 
 // Memory for one dataset's stored bytes, reused from sample to sample (not zeroed: the read
-// fills it), in whole 2 MiB pages the kernel is asked to back with huge pages. The pass copies
-// SRC into it out of the page cache; with 4 KiB pages the TLB misses of that copy (two-level
-// page walks in a virtual machine) were a suspect for the export's readers running at 1 GB/s per
-// thread, against 2.8 GB/s reading the same shards into verify's small buffer (issue 21).
+// fills it), in huge pages (io/page_memory.h): the pass copies SRC into it out of the page cache,
+// which ran at 0.7 GB/s into fresh 4 KiB pages (issue 21).
 struct ByteBuffer {
-  static constexpr size_t kPage = size_t{2} << 20;
-  struct Free {
-    void operator()(unsigned char* p) const { std::free(p); }
-  };
-  std::unique_ptr<unsigned char, Free> data;
+  io::PageMemory memory;
   size_t capacity = 0;
+  unsigned char* data() const { return memory.data(); }
   unsigned char* fit(size_t n) {
     if (n > capacity) {
-      const size_t bytes = (n + kPage - 1) / kPage * kPage;
-      void* p = nullptr;
-      E3_REQUIRE(::posix_memalign(&p, kPage, bytes) == 0, ErrorKind::Output, "export: cannot allocate {} bytes", bytes);
-      ::madvise(p, bytes, MADV_HUGEPAGE);  // advice only: without it the 4 KiB pages do
-      data.reset(static_cast<unsigned char*>(p));
-      capacity = bytes;
+      memory = io::PageMemory(n);
+      capacity = memory.size();
     }
-    return data.get();
+    return memory.data();
   }
 };
 
@@ -726,7 +717,7 @@ class ShardExport final : public io::ShardConsumer {
     }
     b.fit(need);
     placed_[i] = std::move(b);
-    return placed_[i].data.get();
+    return placed_[i].data();
   }
 
   // Hands the sample to the writers, waiting while one more than there are writers are queued
@@ -826,7 +817,7 @@ class ShardExport final : public io::ShardConsumer {
     const size_t first = first_want_[group], end = first_want_[group + 1];
     const auto bytes = [&](const io::StoredDataset& d) -> const void* {
       for (size_t i = first; i < end; ++i)
-        if (datasets_[i] == &d) return placed_[i].data.get();
+        if (datasets_[i] == &d) return placed_[i].data();
       return nullptr;
     };
     write(layout_.samples[group], bytes, w);
@@ -1060,9 +1051,9 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
   const size_t writers_per_shard =
       o.writers_per_shard > 0 ? static_cast<size_t>(o.writers_per_shard)
                               : std::clamp<size_t>(budget / pool_threads, 3, 5) - 1;
-  // Two readers per shard: the shard's thread hashed and checked at about 1.1 GB/s beside the
-  // writers, and one reader's copy out of the page cache ran at about 1 GB/s (issue 21).
-  const size_t readers_per_shard = o.readers_per_shard > 0 ? static_cast<size_t>(o.readers_per_shard) : 2;
+  // By default the shard's thread reads its shard itself: with two readers ahead of it, it hashed
+  // what another core had copied at half the speed, and the export was slower (issue 21).
+  const size_t readers_per_shard = o.readers_per_shard > 0 ? static_cast<size_t>(o.readers_per_shard) : 0;
   std::mutex hdf5;  // HDF5 is built without thread safety
   StageCounters stages;
   ExportTotals totals;
@@ -1098,7 +1089,7 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
     if (!o.skip_verify) {
       io::VerifyOptions v;
       v.threads = o.threads;
-      v.read_threads = readers_per_shard;
+      v.read_threads = readers_per_shard > 0 ? static_cast<int>(readers_per_shard) : -1;
       v.rank = o.rank;
       v.ranks = o.ranks;
       v.hdf5_lock = &hdf5;

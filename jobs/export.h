@@ -27,7 +27,8 @@ struct ExportOptions {
   int threads = 0;           // shards exported at once; 0: the cores of this machine
   // Threads writing each shard's files; 0: what the threads left by the shards' readers allow, 2 to 4.
   int writers_per_shard = 0;
-  // Threads copying each shard out of SRC ahead of the thread that checks it; 0: 2.
+  // Threads copying each shard out of SRC ahead of the thread that checks it; 0: none, that
+  // thread reads.
   int readers_per_shard = 0;
   bool skip_verify = false;  // --skip-verify: SRC was just verified, do not read it twice
   bool space_check = true;   // refuse to start when DEST lacks room for what is left to write

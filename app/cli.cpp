@@ -331,10 +331,6 @@ Registered add_export_options(CLI::App& app, Request& req) {
       "--writers", o.writers_per_shard,
       "threads writing each shard's files; default: the threads --threads leaves per shard exported at once, "
       "less its reader, 2 to 4");
-  auto* readers = exporter->add_option(
-      "--readers", o.readers_per_shard,
-      "threads copying each shard out of the page cache ahead of the thread that hashes and checks it; "
-      "default: none, that thread reads");
   exporter->add_flag("--skip-verify", o.skip_verify,
                      "do not make verify's checks first (checksums and values of every shard): for a SRC that "
                      "`eagle3_extract verify` has just passed");
@@ -346,7 +342,7 @@ Registered add_export_options(CLI::App& app, Request& req) {
       "--draft-vocab-size", *vocab_size,
       "tokens of the draft model's vocabulary, the most frequent masked ones, whose mapping files are written; "
       "default: 32000, or the target's whole vocabulary when smaller");
-  return {exporter, [paths, threads, writers, readers, vocab, vocab_size, no_space_check](Request& req) {
+  return {exporter, [paths, threads, writers, vocab, vocab_size, no_space_check](Request& req) {
             jobs::ExportOptions& o = req.export_options;
             req.command = Command::Export;
             o.space_check = !*no_space_check;
@@ -356,8 +352,6 @@ Registered add_export_options(CLI::App& app, Request& req) {
                        "export --threads must be positive, not {}", o.threads);
             E3_REQUIRE(writers->count() == 0 || o.writers_per_shard > 0, ErrorKind::Usage,
                        "export --writers must be positive, not {}", o.writers_per_shard);
-            E3_REQUIRE(readers->count() == 0 || o.readers_per_shard > 0, ErrorKind::Usage,
-                       "export --readers must be positive, not {}", o.readers_per_shard);
             if (vocab->count() > 0) {
               E3_REQUIRE(*vocab_size > 0, ErrorKind::Usage, "export --draft-vocab-size must be positive, not {}",
                          *vocab_size);

@@ -26,7 +26,6 @@
 #include "io/hdf5.h"
 #include "io/manifest.h"
 #include "io/read_ahead.h"
-#include "io/read_pool.h"
 #include "io/shard_writer.h"
 #include "io/token_counts.h"
 #include "core/hash.h"
@@ -94,9 +93,6 @@ struct ReadBuffers {
 
 constexpr size_t kReadChunk = 1 << 20;
 constexpr uint64_t kReadAhead = 64 << 20;
-// With a read pool: the bytes read ahead of the pass, and the buffers of pieces nobody keeps.
-constexpr uint64_t kWindow = 32 << 20;
-constexpr size_t kScratch = 8;
 
 // Checks shard files against their manifest records; shared by the threads of the pool.
 // The HDF5 library is built without thread safety, so its calls (the metadata: attributes,
@@ -104,12 +100,10 @@ constexpr size_t kScratch = 8;
 // the work, reading the bytes, hashing them and checking the values, runs in parallel.
 class ShardChecker {
  public:
-  // `read_threads`: the threads reading each shard out of the page cache ahead of the pass (0:
-  // the pass reads it itself).
   ShardChecker(const RunFingerprint& fp, const StorageCodec& codec, std::mutex& hdf5, ShardReadStages* stages,
-               size_t read_threads = 0)
+               bool map_cached = true)
       : fp_(fp), codec_(codec), finals_(final_datasets(fp.final_mode)), K_(fp.layer_ids.size()), hdf5_(hdf5),
-        stages_(stages), read_threads_(read_threads) {}
+        stages_(stages), map_cached_(map_cached) {}
 
   // One shard: its metadata (under the HDF5 lock), then one pass over its bytes in file order
   // that hashes them, checks the stored values and fills what `make_consumer`'s consumer wants.
@@ -139,6 +133,7 @@ class ShardChecker {
 
     std::vector<ValueRegion> regions;
     std::optional<Error> metadata_error, consumer_error;
+    MappedFile mapping;  // declared before the consumer, which may hold on to its bytes until it is gone
     std::unique_ptr<ShardConsumer> consumer;
     std::vector<ShardConsumer::Want> wants;
     {
@@ -208,25 +203,26 @@ class ShardChecker {
 
     ContentHash hash;
     // A file read whole (hashed) and not in the page cache is read past it, a few chunks ahead
-    // of the pass (ReadAhead). One in the cache is read from there by the read pool's threads,
-    // ahead of the pass (else by the pass itself), and the kernel is asked for the next
-    // kReadAhead bytes ahead, so that the disk reads what is missing while this thread hashes and
-    // checks the last.
+    // of the pass (ReadAhead). One in the cache is mapped: the pass hashes and checks its bytes
+    // where they lie, and a consumer that borrows them (ShardConsumer::lend) uses them from there,
+    // so that nothing is copied out of the page cache. That copy (pread into the export's sample
+    // buffers) was 46% of the time of the thread that set an export's pace (issue 21).
     std::unique_ptr<ReadAhead> ahead;
-    if (hashing && resident_share(fd.get(), size) < 0.5) ahead = ReadAhead::open(fd.get(), size, where, ErrorKind::Verify);
+    const double resident = resident_share(fd.get(), size);
+    if (hashing && resident < 0.5) ahead = ReadAhead::open(fd.get(), size, where, ErrorKind::Verify);
+    if (!ahead && resident >= 0.5 && map_cached_) mapping = MappedFile::map(fd.get(), size);
+    const unsigned char* const mapped = mapping.data();
     uint64_t asked = 0;  // the bytes before it are asked for
-    const auto advise = [&](size_t n, uint64_t at) {
+    const auto read = [&](void* to, size_t n, uint64_t at) {
+      ScopeTimer t(stage(&ShardReadStages::read));
+      if (ahead) return ahead->read(to, n, at);
+      if (mapped) return static_cast<void>(std::memcpy(to, mapped + at, n));
       if (at + n + kReadAhead / 2 > asked && asked < size) {
         const uint64_t from = std::max(asked, at + n);
         asked = std::min<uint64_t>(size, at + n + kReadAhead);
         if (asked > from)
           ::posix_fadvise(fd.get(), static_cast<off_t>(from), static_cast<off_t>(asked - from), POSIX_FADV_WILLNEED);
       }
-    };
-    const auto read = [&](void* to, size_t n, uint64_t at) {
-      ScopeTimer t(stage(&ShardReadStages::read));
-      if (ahead) return ahead->read(to, n, at);
-      advise(n, at);
       pread_exact(fd.get(), to, n, at, ErrorKind::Verify, where);
     };
     const auto hashed = [&](const void* p, size_t n) {
@@ -234,11 +230,10 @@ class ShardChecker {
       hash.update(p, n);
       bytes_done += n;
     };
-    // After the consumer failed it is kept (not reset) until the pass is over: the pool may
-    // still be reading into the places it gave.
-    const auto good = [&] { return !metadata_error && !value_error && consumer && !consumer_error; };
+    const auto good = [&] { return !metadata_error && !value_error && consumer; };
     const auto consumer_failed = [&](const Error& e) {
-      if (!consumer_error) consumer_error = e;
+      consumer_error = e;
+      consumer.reset();
     };
 
     // The pass as a list of pieces in file order: each item in pieces of whole elements of at most
@@ -247,11 +242,9 @@ class ShardChecker {
     struct Piece {
       uint64_t at;
       size_t n;
-      long item;          // -1: a gap, only hashed
-      uint64_t done;      // the item's bytes before this piece
-      bool last;          // the item's last piece
-      unsigned char* to;  // where it is read to, once placed
-      bool scratch;       // `to` is a scratch buffer of the pass's, not the consumer's place
+      long item;      // -1: a gap, only hashed
+      uint64_t done;  // the item's bytes before this piece
+      bool last;      // the item's last piece
     };
     std::vector<Piece> pieces;
     std::vector<const Item*> overlapping;  // read again after the pass: not how the writer lays a file out
@@ -260,7 +253,7 @@ class ShardChecker {
       const auto gap = [&](uint64_t to) {
         for (; hashing && pos < to;) {
           const size_t n = static_cast<size_t>(std::min<uint64_t>(kReadChunk, to - pos));
-          pieces.push_back({pos, n, -1, 0, true, nullptr, true});
+          pieces.push_back({pos, n, -1, 0, true});
           pos += n;
         }
         pos = std::max(pos, to);
@@ -276,7 +269,7 @@ class ShardChecker {
         uint64_t done = 0;
         do {
           const size_t n = static_cast<size_t>(std::min<uint64_t>(kReadChunk / esize * esize, item.bytes - done));
-          pieces.push_back({item.offset + done, n, index, done, done + n == item.bytes, nullptr, false});
+          pieces.push_back({item.offset + done, n, index, done, done + n == item.bytes});
           done += n;
         } while (done < item.bytes);
         pos = item.offset + item.bytes;
@@ -284,92 +277,59 @@ class ShardChecker {
       gap(size);
     }
 
-    // Where piece k goes: its item's place, asked for at the item's first piece (in file order,
-    // as the consumer expects), else a scratch buffer (a gap, a region nobody wants, or after
-    // the consumer failed).
+    // Each piece in turn: at its item's first piece the consumer borrows the item's mapped bytes
+    // or gives the place to copy them to; the pass hashes and checks the bytes where they are.
     std::vector<unsigned char*> item_place(items.size(), nullptr);
-    const auto place = [&](Piece& piece) {
-      if (piece.item < 0) return;
-      const Item& item = items[static_cast<size_t>(piece.item)];
-      if (piece.done == 0 && item.want >= 0 && good()) try {
-          item_place[static_cast<size_t>(piece.item)] =
-              static_cast<unsigned char*>(consumer->place(static_cast<size_t>(item.want)));
-        } catch (const Error& e) {
-          consumer_failed(e);
-        }
-      if (unsigned char* p = item_place[static_cast<size_t>(piece.item)]) {
-        piece.to = p + piece.done;
-        piece.scratch = false;
-      } else {
-        piece.scratch = true;
-      }
-    };
-    // What the pass does with piece k once its bytes are in.
     std::vector<char> values_ok(items.size(), 1);
-    const auto use = [&](const Piece& piece) {
-      if (piece.item < 0) return hashed(piece.to, piece.n);
-      const Item& item = items[static_cast<size_t>(piece.item)];
-      const ValueRegion* r = item.region >= 0 ? &regions[static_cast<size_t>(item.region)] : nullptr;
-      if (hashing) hashed(piece.to, piece.n);
+    buf.io.resize(std::max(buf.io.size(), kReadChunk));
+    for (const Piece& piece : pieces) {
+      const Item* item = piece.item >= 0 ? &items[static_cast<size_t>(piece.item)] : nullptr;
+      unsigned char* place = nullptr;
+      if (item) {
+        unsigned char*& placed = item_place[static_cast<size_t>(piece.item)];
+        if (piece.done == 0 && item->want >= 0 && good()) try {
+            const auto want = static_cast<size_t>(item->want);
+            if (!(mapped && consumer->lend(want, mapped + item->offset)))
+              placed = static_cast<unsigned char*>(consumer->place(want));
+          } catch (const Error& e) {
+            consumer_failed(e);
+          }
+        place = placed;
+      }
+      const unsigned char* p;
+      if (place) {
+        read(place + piece.done, piece.n, piece.at);
+        p = place + piece.done;
+      } else if (mapped) {
+        p = mapped + piece.at;
+      } else {
+        read(buf.io.data(), piece.n, piece.at);
+        p = buf.io.data();
+      }
+      if (!item) {
+        hashed(p, piece.n);
+        continue;
+      }
+      const ValueRegion* r = item->region >= 0 ? &regions[static_cast<size_t>(item->region)] : nullptr;
+      if (hashing) hashed(p, piece.n);
       if (r && values_ok[static_cast<size_t>(piece.item)]) {
         ScopeTimer t(stage(&ShardReadStages::values));
         const size_t esize = dtype_size(r->part->element);
         try {
-          check_values(piece.to, piece.n / esize, piece.done / esize, *r);
+          check_values(p, piece.n / esize, piece.done / esize, *r);
         } catch (const Error& e) {
-          region_failed(static_cast<size_t>(item.region), e);
+          region_failed(static_cast<size_t>(item->region), e);
           values_ok[static_cast<size_t>(piece.item)] = 0;
         }
       }
       if (r && !hashing) bytes_done += piece.n;
-      if (!piece.last || item.want < 0) return;
-      const size_t g = wants[static_cast<size_t>(item.want)].group;
+      if (!piece.last || item->want < 0) continue;
+      const size_t g = wants[static_cast<size_t>(item->want)].group;
       if (--group_left[g] == 0 && good()) try {
           consumer->ready(g);
         } catch (const Error& e) {
           consumer_failed(e);
         }
-    };
-
-    std::unique_ptr<ReadPool> pool;  // after `consumer`: gone (its reads finished) before the places are
-    if (!ahead && read_threads_ > 0 && pieces.size() > 1)
-      pool = std::make_unique<ReadPool>(fd.get(), read_threads_, where, ErrorKind::Verify);
-    if (!pool) {
-      buf.io.resize(kReadChunk);
-      for (Piece& piece : pieces) {
-        place(piece);
-        if (piece.scratch) piece.to = buf.io.data();
-        read(piece.to, piece.n, piece.at);
-        use(piece);
-      }
-    } else {
-      // Scratch pieces take kScratch buffers in turn; at most kWindow bytes are read ahead of the pass.
-      buf.io.resize(kScratch * kReadChunk);
-      size_t submitted = 0, scratch_taken = 0, scratch_used = 0;
-      uint64_t ahead_bytes = 0;
-      for (size_t k = 0; k < pieces.size(); ++k) {
-        for (; submitted < pieces.size(); ++submitted) {
-          Piece& next = pieces[submitted];
-          if (submitted > k && ahead_bytes + next.n > kWindow) break;
-          if (next.to == nullptr && !next.scratch) place(next);  // once: the consumer's place is taken here
-          if (next.scratch && next.to == nullptr) {
-            if (scratch_taken - scratch_used == kScratch) break;
-            next.to = buf.io.data() + (scratch_taken++ % kScratch) * kReadChunk;
-          }
-          advise(next.n, next.at);
-          pool->submit(next.to, next.n, next.at);
-          ahead_bytes += next.n;
-        }
-        {
-          ScopeTimer t(stage(&ShardReadStages::read_wait));
-          pool->wait(k);
-        }
-        use(pieces[k]);
-        ahead_bytes -= pieces[k].n;
-        if (pieces[k].scratch) ++scratch_used;
-      }
-      if (stages_) *stage(&ShardReadStages::read) += pool->read_ns();
-      pool.reset();
     }
     const auto take = [&](const Item& item) {  // an overlapping item, read again on its own
       const ValueRegion* r = item.region >= 0 ? &regions[static_cast<size_t>(item.region)] : nullptr;
@@ -599,7 +559,7 @@ class ShardChecker {
   const hsize_t K_;
   std::mutex& hdf5_;
   ShardReadStages* stages_;  // may be null
-  const size_t read_threads_;
+  const bool map_cached_;    // VerifyOptions::map_cached
 
   std::atomic<uint64_t>* stage(std::atomic<uint64_t> ShardReadStages::*which) const {
     return stages_ ? &(stages_->*which) : nullptr;
@@ -717,13 +677,9 @@ class Verifier {
     const size_t cores = std::max(1u, std::thread::hardware_concurrency());
     const size_t threads =
         std::max<size_t>(1, std::min(options_.threads > 0 ? static_cast<size_t>(options_.threads) : cores, jobs_.size()));
-    const size_t budget = options_.threads > 0 ? static_cast<size_t>(options_.threads) : cores;
-    const size_t read_threads = options_.read_threads > 0    ? static_cast<size_t>(options_.read_threads)
-                                : options_.read_threads == 0 ? std::clamp<size_t>((budget - threads) / threads, 1, 4)
-                                                             : 0;
     std::mutex own_hdf5_lock;
     ShardChecker checker(fp_, *codec_, options_.hdf5_lock ? *options_.hdf5_lock : own_hdf5_lock, options_.stages,
-                         read_threads);
+                         options_.map_cached);
     std::vector<std::optional<Error>> problems(jobs_.size());
     std::atomic<size_t> next{0};
     std::atomic<int64_t> done{0};

@@ -49,8 +49,7 @@ struct VerifyProgress {
 // Where the time of reading shard files goes, in nanoseconds summed over the threads that read
 // them (core/stage_timer.h).
 struct ShardReadStages {
-  std::atomic<uint64_t> read{0};      // the shard files' bytes, by pread (the read pool's threads included)
-  std::atomic<uint64_t> read_wait{0};  // the checking thread waiting for the read pool's bytes
+  std::atomic<uint64_t> read{0};      // the shard files' bytes, copied out by pread or from their mapping
   std::atomic<uint64_t> checksum{0};  // hashing them
   std::atomic<uint64_t> metadata{0};  // HDF5's calls (attributes, shapes, layout), waiting for its lock included
   std::atomic<uint64_t> values{0};    // the NaN/Inf and scale checks of the stored bits
@@ -74,6 +73,10 @@ class ShardConsumer {
   // Where want `i`'s bytes go (bytes long), asked just before they are read; valid until its
   // group is ready.
   virtual void* place(size_t i) = 0;
+  // Asked instead of place() when the shard is mapped (it was in the page cache): want `i`'s
+  // bytes lie at `bytes` (read-only), valid until the consumer is destroyed. Returns whether the
+  // consumer takes them from there; false: place() is asked for a copy.
+  virtual bool lend(size_t /*i*/, const void* /*bytes*/) { return false; }
   // Every want of `group` is in place, and the values verify checks among them passed.
   virtual void ready(size_t group) = 0;
   // The whole shard passed every check (checksum, metadata, values): publish.
@@ -82,10 +85,9 @@ class ShardConsumer {
 
 struct VerifyOptions {
   int threads = 0;  // shards read at once; 0: the cores of this machine
-  // Threads copying each shard out of the page cache ahead of the thread that hashes and checks
-  // it (io/read_pool.h); 0: what `threads` leaves per shard read at once, 1 to 4; negative: none,
-  // the checking thread reads.
-  int read_threads = 0;
+  // A shard mostly in the page cache is mapped and checked where its bytes lie; false: it is
+  // read with pread, as where the mapping fails.
+  bool map_cached = true;
   // Under MPI each process reads the shards whose index % ranks == rank; the manifests are
   // checked whole by every process (they are small), so each can count the samples.
   int rank = 0, ranks = 1;

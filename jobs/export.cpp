@@ -693,6 +693,7 @@ class ShardExport final : public io::ShardConsumer {
     }
     first_want_.push_back(wants.size());
     placed_.resize(wants.size());
+    lent_.assign(wants.size(), nullptr);
     written_.assign(layout_.samples.size(), 0);
     rows_.assign(layout_.samples.size(), {});
     return wants;
@@ -718,6 +719,13 @@ class ShardExport final : public io::ShardConsumer {
     b.fit(need);
     placed_[i] = std::move(b);
     return placed_[i].data();
+  }
+
+  // A mapped shard's bytes are converted where they lie: no copy out of the page cache, which
+  // was the largest share of the reading thread's time, the one that set the pace (issue 21).
+  bool lend(size_t i, const void* bytes) override {
+    lent_[i] = static_cast<const unsigned char*>(bytes);
+    return true;
   }
 
   // Hands the sample to the writers, waiting while one more than there are writers are queued
@@ -767,6 +775,12 @@ class ShardExport final : public io::ShardConsumer {
   // context so that the next shard exported with it starts with them.
   std::vector<ByteBuffer>& free_list() { return contexts_.front()->free; }
 
+  // The buffers of sample `group`'s copied datasets back to the free list (under m_).
+  void give_back(size_t group) {
+    for (size_t i = first_want_[group]; i < first_want_[group + 1]; ++i)
+      if (placed_[i].capacity > 0) free_list().push_back(std::move(placed_[i]));
+  }
+
   // Writer w: the queued samples in the order they were handed over, until told to stop; after
   // a failed write no writer writes anything more.
   void work(size_t w) {
@@ -785,7 +799,7 @@ class ShardExport final : public io::ShardConsumer {
           error = std::current_exception();
         }
       lock.lock();
-      for (size_t i = first_want_[group]; i < first_want_[group + 1]; ++i) free_list().push_back(std::move(placed_[i]));
+      give_back(group);
       if (error && !error_) error_ = error;
       --in_flight_;
       cv_.notify_all();
@@ -799,9 +813,7 @@ class ShardExport final : public io::ShardConsumer {
       std::unique_lock<std::mutex> lock(m_);
       if (writers_.empty()) return;
       if (drop) {
-        for (const size_t group : queue_)
-          for (size_t i = first_want_[group]; i < first_want_[group + 1]; ++i)
-            free_list().push_back(std::move(placed_[i]));
+        for (const size_t group : queue_) give_back(group);
         in_flight_ -= queue_.size();
         queue_.clear();
       }
@@ -817,7 +829,7 @@ class ShardExport final : public io::ShardConsumer {
     const size_t first = first_want_[group], end = first_want_[group + 1];
     const auto bytes = [&](const io::StoredDataset& d) -> const void* {
       for (size_t i = first; i < end; ++i)
-        if (datasets_[i] == &d) return placed_[i].data();
+        if (datasets_[i] == &d) return lent_[i] ? lent_[i] : placed_[i].data();
       return nullptr;
     };
     write(layout_.samples[group], bytes, w);
@@ -841,7 +853,8 @@ class ShardExport final : public io::ShardConsumer {
   io::ShardLayout layout_;
   std::vector<const io::StoredDataset*> datasets_;  // of each want, in plan's order
   std::vector<size_t> first_want_;                  // sample g's wants: [first_want_[g], first_want_[g + 1])
-  std::vector<ByteBuffer> placed_;                  // each want's bytes
+  std::vector<ByteBuffer> placed_;                  // each want's bytes, when copied
+  std::vector<const unsigned char*> lent_;          // each want's bytes in SRC's mapping, when lent
   std::vector<char> written_;                       // each sample's file is in files_ (a byte each: writers
                                                     // set different samples' at once)
   std::vector<std::vector<io::TempFile>> files_;    // each writer's samples' files, closed, not yet renamed
@@ -1051,9 +1064,6 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
   const size_t writers_per_shard =
       o.writers_per_shard > 0 ? static_cast<size_t>(o.writers_per_shard)
                               : std::clamp<size_t>(budget / pool_threads, 3, 5) - 1;
-  // By default the shard's thread reads its shard itself: with two readers ahead of it, it hashed
-  // what another core had copied at half the speed, and the export was slower (issue 21).
-  const size_t readers_per_shard = o.readers_per_shard > 0 ? static_cast<size_t>(o.readers_per_shard) : 0;
   std::mutex hdf5;  // HDF5 is built without thread safety
   StageCounters stages;
   ExportTotals totals;
@@ -1089,7 +1099,6 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
     if (!o.skip_verify) {
       io::VerifyOptions v;
       v.threads = o.threads;
-      v.read_threads = readers_per_shard > 0 ? static_cast<int>(readers_per_shard) : -1;
       v.rank = o.rank;
       v.ranks = o.ranks;
       v.hdf5_lock = &hdf5;
@@ -1135,22 +1144,19 @@ ExportReport export_shards(const ExportOptions& o, const std::function<void(cons
   report.seconds = elapsed();
   report.threads = static_cast<int>(pool_threads);
   report.writers = static_cast<int>(pool_threads * writers_per_shard);
-  report.readers = o.skip_verify ? 0 : static_cast<int>(pool_threads * readers_per_shard);
-  report.stages = {stage_seconds(stages.src.read),     stage_seconds(stages.src.read_wait),
-                   stage_seconds(stages.src.checksum), stage_seconds(stages.src.metadata),
-                   stage_seconds(stages.src.values),   stage_seconds(stages.queued),
-                   stage_seconds(stages.convert),      stage_seconds(stages.write),
-                   stage_seconds(stages.sync)};
+  report.stages = {stage_seconds(stages.src.read),     stage_seconds(stages.src.checksum),
+                   stage_seconds(stages.src.metadata), stage_seconds(stages.src.values),
+                   stage_seconds(stages.queued),       stage_seconds(stages.convert),
+                   stage_seconds(stages.write),        stage_seconds(stages.sync)};
   return report;
 }
 
-std::string stages_text(const ExportStages& s, int shard_threads, int readers, int writers) {
-  const auto threads = [](int n, const char* what) { return fmt::format("{} {} thread{}", n, what, n == 1 ? "" : "s"); };
-  return fmt::format("read {:.1f} s, waiting for reads {:.1f} s, checksum {:.1f} s, metadata {:.1f} s, values {:.1f} s, "
-                     "waiting for writers {:.1f} s, convert {:.1f} s, write {:.1f} s, sync {:.1f} s (summed over {}, {} "
-                     "and {})",
-                     s.read, s.read_wait, s.checksum, s.metadata, s.values, s.queued, s.convert, s.write, s.sync,
-                     threads(shard_threads, "shard"), threads(readers, "reading"), threads(writers, "writing"));
+std::string stages_text(const ExportStages& s, int readers, int writers) {
+  return fmt::format("read {:.1f} s, checksum {:.1f} s, metadata {:.1f} s, values {:.1f} s, waiting for writers "
+                     "{:.1f} s, convert {:.1f} s, write {:.1f} s, sync {:.1f} s (summed over {} reading thread{} and "
+                     "{} writing thread{})",
+                     s.read, s.checksum, s.metadata, s.values, s.queued, s.convert, s.write, s.sync, readers,
+                     readers == 1 ? "" : "s", writers, writers == 1 ? "" : "s");
 }
 
 void finish_export(const ExportOptions& o) {

@@ -27,9 +27,6 @@ struct ExportOptions {
   int threads = 0;           // shards exported at once; 0: the cores of this machine
   // Threads writing each shard's files; 0: what the threads left by the shards' readers allow, 2 to 4.
   int writers_per_shard = 0;
-  // Threads copying each shard out of SRC ahead of the thread that checks it; 0: none, that
-  // thread reads.
-  int readers_per_shard = 0;
   bool skip_verify = false;  // --skip-verify: SRC was just verified, do not read it twice
   bool space_check = true;   // refuse to start when DEST lacks room for what is left to write
   // --draft-vocab-size: the tokens of the draft vocabulary whose mapping files are written
@@ -52,7 +49,6 @@ struct ExportProgress {
 // exceeds the wall time when several threads work at once).
 struct ExportStages {
   double read = 0;      // SRC's bytes, by pread
-  double read_wait = 0; // a shard's thread waiting for its reading threads' bytes
   double checksum = 0;  // verify's checksum of them
   double metadata = 0;  // HDF5's calls (verify's checks, the layout), waiting for its lock included
   double values = 0;    // verify's NaN/Inf and scale checks
@@ -67,8 +63,7 @@ struct ExportReport {
   int64_t samples = 0;  // each its own file
   uint64_t bytes_written = 0, bytes_read = 0;
   double seconds = 0;
-  int threads = 0;  // that exported shards at once (each checking its shard)
-  int readers = 0;  // that read SRC ahead of them, summed over those shards
+  int threads = 0;  // that exported shards at once (each reading its shard)
   int writers = 0;  // that wrote their files, summed over those shards
   ExportStages stages;
   bool nothing_to_do = false;  // DEST already holds the whole export
@@ -121,9 +116,9 @@ enum class ExportStart {
 ExportStart prepare_export(const ExportOptions& o, std::optional<DirLock>* lock = nullptr);
 // Every rank: exports its share of the shards not done by an earlier run.
 ExportReport export_shards(const ExportOptions& o, const std::function<void(const ExportProgress&)>& progress = {});
-// The per-stage account of an export: "read 4.1 s, waiting for reads 0.2 s, checksum 0.5 s, ...
-// (summed over 3 shard threads, 6 reading threads and 12 writing threads)".
-std::string stages_text(const ExportStages& s, int shard_threads, int readers, int writers);
+// The per-stage account of an export: "read 4.1 s, checksum 0.5 s, ... (summed over 3 reading
+// threads and 12 writing threads)".
+std::string stages_text(const ExportStages& s, int readers, int writers);
 // Rank 0, after every rank's share is done: speculators' data.jsonl (the rows in order), the
 // draft vocabulary's files (from the token counts of every shard), export.json (what was
 // exported from what), and the export state removed.

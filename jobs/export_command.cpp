@@ -52,9 +52,8 @@ int run_export(ExportOptions o, const parallel::MpiEnv& mpi) {
   const double seconds = parallel::max_to_root(mpi.world(), r.seconds);
   const ExportStages& st = r.stages;
   const std::vector<double> stage_sums = parallel::sum_to_root(
-      mpi.world(), {st.read, st.read_wait, st.checksum, st.metadata, st.values, st.queued, st.convert, st.write,
-                    st.sync, static_cast<double>(r.threads), static_cast<double>(r.readers),
-                    static_cast<double>(r.writers)});
+      mpi.world(), {st.read, st.checksum, st.metadata, st.values, st.queued, st.convert, st.write, st.sync,
+                    static_cast<double>(r.threads), static_cast<double>(r.writers)});
   parallel::agreed_phase(mpi.world(), [&] {
     if (o.rank == 0) finish_export(o);
   });
@@ -66,11 +65,10 @@ int run_export(ExportOptions o, const parallel::MpiEnv& mpi) {
                  totals[1] / 1e9, seconds, seconds > 0 ? totals[1] / 1e6 / seconds : 0.0, totals[2] / 1e9);
   if (o.rank == 0) {
     // Where the time went (issue 21): each stage's seconds summed over every rank's threads.
-    const ExportStages sum{stage_sums[0], stage_sums[1], stage_sums[2], stage_sums[3], stage_sums[4],
-                           stage_sums[5], stage_sums[6], stage_sums[7], stage_sums[8]};
+    const ExportStages sum{stage_sums[0], stage_sums[1], stage_sums[2], stage_sums[3],
+                           stage_sums[4], stage_sums[5], stage_sums[6], stage_sums[7]};
     spdlog::info("export: {:.2f} GB read, {:.2f} GB written in {:.1f} s: {}", totals[2] / 1e9, totals[1] / 1e9, seconds,
-                 stages_text(sum, static_cast<int>(stage_sums[9]), static_cast<int>(stage_sums[10]),
-                             static_cast<int>(stage_sums[11])));
+                 stages_text(sum, static_cast<int>(stage_sums[8]), static_cast<int>(stage_sums[9])));
   }
   return 0;
 }

@@ -304,8 +304,8 @@ for n in 513 0; do
     echo "is larger than the target's vocabulary (512 tokens)")" ""
   [ ! -e "$work/vocab_bad_$n" ] || fail "a refused --draft-vocab-size $n created DEST"
 done
-# --writers, --readers and --threads are counts: 0 is refused before DEST is made.
-for opt in --writers --readers --threads; do
+# --writers and --threads are counts: 0 is refused before DEST is made.
+for opt in --writers --threads; do
   LOG="$work/bad$opt.log"
   run 1 export --format specforge "$opt" 0 "$work/both_bf16" "$work/bad$opt"
   expect_failure 2 "export $opt must be positive, not 0" ""

@@ -1,6 +1,7 @@
 #include "core/storage_codec.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/e4m3.h"
@@ -115,6 +116,50 @@ class FloatCodec final : public StorageCodec {
   size_t value_bytes_;
 };
 
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+float float_of(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// One row of e4m3fn codes times its scale, rounded to bf16 as float_to_bf16 rounds. Each code's
+// value is computed from its bits, not looked up, and every choice is a mask, so that the
+// compiler vectorises the loop (a lookup or a branch stops it). Built twice: for any x86-64 and
+// for AVX2, taken where the CPU has it (0.53 ns a value against the table lookup's 1.5 on the
+// development machine; an export of an fp8 SRC spent most of its writers' time here, issue 21).
+// The NaN codes take the bits of e4m3fn_to_float's NaNs.
+__attribute__((always_inline)) inline void decode_row(const uint8_t* codes, float scale, int64_t H, uint16_t* dst) {
+  const uint32_t nan_positive = bits_of(e4m3fn_to_float(0x7f)), nan_negative = bits_of(e4m3fn_to_float(0xff));
+  for (int64_t c = 0; c < H; ++c) {
+    const uint32_t code = codes[c];
+    const uint32_t sign = (code & 0x80u) << 24, em = code & 0x7fu;  // em: exponent and mantissa bits
+    // Normal: 2^(e - 7) (1 + m/8), the exponent rebiased by 127 - 7. Subnormal (e = 0): m 2^-9.
+    const uint32_t normal = sign | ((em << 20) + (120u << 23));
+    const uint32_t subnormal = sign | bits_of(static_cast<float>(em) * 0x1p-9f);
+    const uint32_t is_normal = 0u - static_cast<uint32_t>(em >= 8), is_nan = 0u - static_cast<uint32_t>(em == 0x7fu);
+    const uint32_t nan = sign ? nan_negative : nan_positive;
+    const uint32_t bits = (((normal & is_normal) | (subnormal & ~is_normal)) & ~is_nan) | (nan & is_nan);
+    const uint32_t u = bits_of(float_of(bits) * scale);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet = (u >> 16) | 0x40u;
+    const uint32_t nan_out = 0u - static_cast<uint32_t>((u & 0x7fffffffu) > 0x7f800000u);
+    dst[c] = static_cast<uint16_t>((quiet & nan_out) | (rounded & ~nan_out));
+  }
+}
+
+__attribute__((target("avx2"))) void decode_row_avx2(const uint8_t* codes, float scale, int64_t H, uint16_t* dst) {
+  decode_row(codes, scale, H, dst);
+}
+
+void decode_row_portable(const uint8_t* codes, float scale, int64_t H, uint16_t* dst) {
+  decode_row(codes, scale, H, dst);
+}
+
 // fp8: H e4m3fn codes, then the row's float32 scale (core/e4m3.h); a shard stores the codes
 // and the scales as two datasets.
 class E4m3Codec final : public StorageCodec {
@@ -139,8 +184,7 @@ class E4m3Codec final : public StorageCodec {
   }
   void decode_bf16(const StoredRows& rows, int64_t H, uint16_t* out) const override {
     each_row(rows, [&](const uint8_t* codes, float scale, size_t r) {
-      uint16_t* dst = out + r * static_cast<size_t>(H);
-      for (int64_t c = 0; c < H; ++c) dst[c] = float_to_bf16(code_value_[codes[c]] * scale);
+      detail::decode_e4m3_row_bf16(codes, scale, H, out + r * static_cast<size_t>(H));
     });
   }
   // encode_e4m3_row gave a row holding a NaN or an infinity a non-finite scale and the column.
@@ -164,6 +208,16 @@ class E4m3Codec final : public StorageCodec {
 };
 
 }  // namespace
+
+namespace detail {
+
+void decode_e4m3_row_bf16(const uint8_t* codes, float scale, int64_t H, uint16_t* out, bool portable) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2 && !portable) return decode_row_avx2(codes, scale, H, out);
+  decode_row_portable(codes, scale, H, out);
+}
+
+}  // namespace detail
 
 const StorageCodec& storage_codec(DType dtype) {
   static const FloatCodec f32(DType::F32), bf16(DType::BF16), f16(DType::F16);

@@ -115,6 +115,13 @@ class StorageCodec {
 
 // The codec of a storage dtype (F32, BF16, F16, F8E4M3); an internal error for another dtype.
 const StorageCodec& storage_codec(DType dtype);
+
+namespace detail {
+// The fp8 codec's decode_bf16 of one row: H e4m3fn codes times `scale`, as bf16 bits, with the
+// widest vectors this CPU has, or (`portable`) with those of any x86-64; exposed so that tests
+// compare both with the table of e4m3fn_to_float.
+void decode_e4m3_row_bf16(const uint8_t* codes, float scale, int64_t H, uint16_t* out, bool portable = false);
+}  // namespace detail
 // The codec whose name() is `name` (a shard's or a manifest's `dtype`; kStorageDTypeNames), or null.
 const StorageCodec* storage_codec_named(std::string_view name);
 

@@ -332,6 +332,27 @@ fs::path rows_fragment(const fs::path& dest, int64_t shard_index) {
 
 // ---- one sample
 
+// Memory reused from sample to sample, grown to the largest asked for and never zeroed (what is
+// asked for is written whole before it is read), in huge pages (io/page_memory.h). For one
+// dataset's stored bytes (the pass copies SRC into it out of the page cache, which ran at 0.7
+// GB/s into fresh 4 KiB pages) and for the states the exporter converts: std::vector's resize
+// zeroed what it added and its regrowth faulted in fresh pages, and those were most of an fp8
+// export's conversion time on the development machine (issue 21).
+struct ByteBuffer {
+  io::PageMemory memory;
+  size_t capacity = 0;
+  unsigned char* data() const { return memory.data(); }
+  unsigned char* fit(size_t n) {
+    if (n > capacity) {
+      memory = io::PageMemory(n);
+      capacity = memory.size();
+    }
+    return memory.data();
+  }
+  uint16_t* fit_u16(size_t count) { return reinterpret_cast<uint16_t*>(fit(count * sizeof(uint16_t))); }
+};
+
+
 // ExportStages as the threads add to it, in nanoseconds.
 struct StageCounters {
   io::ShardReadStages src;  // reading SRC and verify's checks
@@ -394,11 +415,11 @@ class SampleExporter {
     switch (o_.format) {
       case ExportFormat::Speculators: {
         // [T, K + 1, H]: each token's captures, then its pre-norm final state.
-        spec_.resize(static_cast<size_t>(T * (K + 1) * H));
+        uint16_t* spec = spec_.fit_u16(static_cast<size_t>(T * (K + 1) * H));
         for (int64_t t = 0; t < T; ++t) {
-          std::memcpy(&spec_[static_cast<size_t>(t * (K + 1) * H)], &states[static_cast<size_t>(t * K * H)],
+          std::memcpy(&spec[static_cast<size_t>(t * (K + 1) * H)], &states[static_cast<size_t>(t * K * H)],
                       static_cast<size_t>(K * H) * 2);
-          std::memcpy(&spec_[static_cast<size_t>((t * (K + 1) + K) * H)], &final_rows[static_cast<size_t>(t * H)],
+          std::memcpy(&spec[static_cast<size_t>((t * (K + 1) + K) * H)], &final_rows[static_cast<size_t>(t * H)],
                       static_cast<size_t>(H) * 2);
         }
         const auto row = static_cast<int64_t>(std::lower_bound(stored_.begin(), stored_.end(), s.index) - stored_.begin());
@@ -408,7 +429,7 @@ class SampleExporter {
         // The widest element first, so that both tensors start 8-byte aligned.
         io::write_safetensors(path,
                               {{"token_ids", TensorElement::I64, {T}, ids_.data()},
-                               {"hidden_states", TensorElement::BF16, {T, K + 1, H}, spec_.data()}},
+                               {"hidden_states", TensorElement::BF16, {T, K + 1, H}, spec}},
                               {{"format", "pt"}}, &direct_, files);
         append_row(*rows_jsonl, T);
         break;
@@ -429,13 +450,13 @@ class SampleExporter {
       case ExportFormat::ModelOpt: {
         const uint16_t* aux = states;
         if (reorder_) {  // each token's K captures in ModelOpt's (ascending) layer order
-          aux_.resize(static_cast<size_t>(T * K * H));
+          uint16_t* reordered = aux_.fit_u16(static_cast<size_t>(T * K * H));
           for (int64_t t = 0; t < T; ++t)
             for (int64_t j = 0; j < K; ++j)
-              std::memcpy(&aux_[static_cast<size_t>((t * K + j) * H)],
+              std::memcpy(&reordered[static_cast<size_t>((t * K + j) * H)],
                           &states[static_cast<size_t>((t * K + static_cast<int64_t>(order_[j])) * H)],
                           static_cast<size_t>(H) * 2);
-          aux = aux_.data();
+          aux = reordered;
         }
         const std::string stem = modelopt_file_stem(s.index, s.id ? &*s.id : nullptr);
         path = o_.dest / (stem + ".pt");
@@ -491,7 +512,7 @@ class SampleExporter {
   // value times its row's scale, in float32, as the README defines it), decoded by the codec of
   // the type `d` is stored in into `buf`; bf16 is its stored bytes themselves (no copy).
   const uint16_t* to_bf16(const io::StoredSample& s, const io::StoredDataset& d, const DatasetBytes& bytes,
-                          std::vector<uint16_t>& buf, const std::string& sw) {
+                          ByteBuffer& buf, const std::string& sw) {
     const StorageCodec* codec = d.element == DType::I32 || d.element == DType::U8 ? nullptr : &storage_codec(d.element);
     E3_REQUIRE(codec != nullptr, ErrorKind::Verify, "{}: {} is not stored as states", sw, d.name);
     const std::vector<StoredPart>& parts = codec->parts();
@@ -507,9 +528,9 @@ class SampleExporter {
       E3_REQUIRE(part.element == parts[p].element, ErrorKind::Verify, "{}: {} is not stored as states", sw, part.name);
       part_data.push_back(bytes_of(bytes, part, sw));
     }
-    buf.resize(count * static_cast<size_t>(H));
-    codec->decode_bf16(codec->split(part_data, count, H), H, buf.data());
-    return buf.data();
+    uint16_t* out = buf.fit_u16(count * static_cast<size_t>(H));
+    codec->decode_bf16(codec->split(part_data, count, H), H, out);
+    return out;
   }
 
   void append_row(std::string& out, int64_t T) const {
@@ -528,7 +549,7 @@ class SampleExporter {
   const std::vector<size_t> order_;  // exported_capture_order: the captures in the order written
   const bool reorder_;               // not SRC's order: written through aux_
   std::vector<int64_t> ids_, mask_;
-  std::vector<uint16_t> states_, final_rows_, spec_, aux_;
+  ByteBuffer states_, final_rows_, spec_, aux_;  // converted and rearranged states, as bf16
   io::DirectBuffer direct_;  // the files go to DEST past the page cache, through this
 };
 
@@ -577,22 +598,6 @@ void sync_file_system(const fs::path& dir) {
 }
 
 // ---- one shard
-
-// Memory for one dataset's stored bytes, reused from sample to sample (not zeroed: the read
-// fills it), in huge pages (io/page_memory.h): the pass copies SRC into it out of the page cache,
-// which ran at 0.7 GB/s into fresh 4 KiB pages (issue 21).
-struct ByteBuffer {
-  io::PageMemory memory;
-  size_t capacity = 0;
-  unsigned char* data() const { return memory.data(); }
-  unsigned char* fit(size_t n) {
-    if (n > capacity) {
-      memory = io::PageMemory(n);
-      capacity = memory.size();
-    }
-    return memory.data();
-  }
-};
 
 // The buffer of `free` to hold `need` bytes: the smallest that does, else the largest (to be
 // grown); free.size() when there is none.

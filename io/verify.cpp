@@ -210,7 +210,9 @@ class ShardChecker {
     std::unique_ptr<ReadAhead> ahead;
     const double resident = resident_share(fd.get(), size);
     if (hashing && resident < 0.5) ahead = ReadAhead::open(fd.get(), size, where, ErrorKind::Verify);
-    if (!ahead && resident >= 0.5 && map_cached_) mapping = MappedFile::map(fd.get(), size);
+    // Mapped only when wholly in the page cache: a page read from the disk through the mapping that
+    // fails would raise SIGBUS, where pread reports the error.
+    if (!ahead && resident >= 1.0 && map_cached_) mapping = MappedFile::map(fd.get(), size);
     const unsigned char* const mapped = mapping.data();
     uint64_t asked = 0;  // the bytes before it are asked for
     const auto read = [&](void* to, size_t n, uint64_t at) {
@@ -921,7 +923,9 @@ void check_shard(const std::filesystem::path& path, const CommittedShard& record
   const StorageCodec* codec = storage_codec_named(fp.dtype);
   E3_VERIFY(codec != nullptr, "{}: unknown dtype '{}'", path.string(), fp.dtype);
   std::mutex hdf5;
-  ShardChecker checker(fp, *codec, hdf5, nullptr);
+  // Not mapped: a read error of a shard no manifest vouches for (a resume checks these) must be
+  // an error to report, not a SIGBUS.
+  ShardChecker checker(fp, *codec, hdf5, nullptr, /*map_cached=*/false);
   ReadBuffers buf;
   std::atomic<uint64_t> bytes_done{0};
   checker.check({path, record}, buf, bytes_done);

@@ -1,7 +1,6 @@
 #include "jobs/export.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 

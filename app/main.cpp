@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "app/cli.h"
+#include "core/environment.h"
 #include "core/error.h"
 #include "io/hdf5.h"
 #include "jobs/backend_select.h"
@@ -133,7 +134,7 @@ int run(int argc, char** argv, const MpiEnv& mpi) {
 }  // namespace e3::app
 
 int main(int argc, char** argv) {
-  e3::parallel::MpiEnv mpi(&argc, &argv);
+  e3::parallel::MpiEnv mpi(&argc, &argv, e3::Environment::of_process());
   try {
     return e3::app::run(argc, argv, mpi);
   } catch (e3::Error& e) {

@@ -339,13 +339,10 @@ fs::path rows_fragment(const fs::path& dest, int64_t shard_index) {
 // export's conversion time on the development machine (issue 21).
 struct ByteBuffer {
   io::PageMemory memory;
-  size_t capacity = 0;
+  size_t capacity() const { return memory.size(); }  // 0 when empty or moved from
   unsigned char* data() const { return memory.data(); }
   unsigned char* fit(size_t n) {
-    if (n > capacity) {
-      memory = io::PageMemory(n);
-      capacity = memory.size();
-    }
+    if (n > capacity()) memory = io::PageMemory(n);
     return memory.data();
   }
   uint16_t* fit_u16(size_t count) { return reinterpret_cast<uint16_t*>(fit(count * sizeof(uint16_t))); }
@@ -607,7 +604,7 @@ size_t best_fit(const std::vector<ByteBuffer>& free, size_t need) {
       pick = k;
       continue;
     }
-    const size_t c = free[k].capacity, best = free[pick].capacity;
+    const size_t c = free[k].capacity(), best = free[pick].capacity();
     if (best >= need ? c >= need && c < best : c > best) pick = k;
   }
   return pick;
@@ -782,7 +779,7 @@ class ShardExport final : public io::ShardConsumer {
   // The buffers of sample `group`'s copied datasets back to the free list (under m_).
   void give_back(size_t group) {
     for (size_t i = first_want_[group]; i < first_want_[group + 1]; ++i)
-      if (placed_[i].capacity > 0) free_list().push_back(std::move(placed_[i]));
+      if (placed_[i].capacity() > 0) free_list().push_back(std::move(placed_[i]));
   }
 
   // Writer w: the queued samples in the order they were handed over, until told to stop; after

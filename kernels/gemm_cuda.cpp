@@ -1,17 +1,17 @@
-#include <cublasLt.h>
-
 #include <algorithm>
 #include <array>
 #include <cstring>
 
+#include "kernels/cublaslt_library.h"
 #include "kernels/cuda_check.h"
 #include "kernels/ops_cuda.h"
 
+// `lt` is the CublasLtLibrary in scope whose entry point `call` uses.
 #define E3_CUBLAS_CHECK(call)                                                                         \
   do {                                                                                                \
     const cublasStatus_t e3_blas_rc_ = (call);                                                        \
     if (e3_blas_rc_ != CUBLAS_STATUS_SUCCESS)                                                         \
-      E3_THROW(::e3::ErrorKind::Internal, "{} failed: {}", #call, cublasLtGetStatusString(e3_blas_rc_)); \
+      E3_THROW(::e3::ErrorKind::Internal, "{} failed: {}", #call, lt.status_string(e3_blas_rc_));      \
   } while (0)
 
 namespace e3::kernels::cuda {
@@ -54,6 +54,7 @@ int alignment(const void* x, const void* w, const void* y, const void* bias, int
 }  // namespace
 
 struct Gemm::Impl {
+  CublasLtLibrary lt;
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
   std::array<Plan, kPlanSlots> plans{};
@@ -76,48 +77,48 @@ struct Gemm::Impl {
 
   // Row-major y[M,N] = x[M,K] w[N,K]^T is column-major y^T = w x^T: A = w (transposed), B = x.
   void build(Plan& p, const PlanKey& key, cudaDataType_t in_type, cudaDataType_t out_type) {
-    E3_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    E3_CUBLAS_CHECK(lt.desc_create(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    E3_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    E3_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    E3_CUBLAS_CHECK(lt.desc_set(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    E3_CUBLAS_CHECK(lt.desc_set(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     if (key.bias) {
       const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-      E3_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+      E3_CUBLAS_CHECK(lt.desc_set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
       const cudaDataType_t bias_type = out_type;
       E3_CUBLAS_CHECK(
-          cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
+          lt.desc_set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
     }
-    E3_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, in_type, static_cast<uint64_t>(key.k),
+    E3_CUBLAS_CHECK(lt.layout_create(&p.a, in_type, static_cast<uint64_t>(key.k),
                                                static_cast<uint64_t>(key.n), key.ldw));
-    E3_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, in_type, static_cast<uint64_t>(key.k),
+    E3_CUBLAS_CHECK(lt.layout_create(&p.b, in_type, static_cast<uint64_t>(key.k),
                                                static_cast<uint64_t>(kPlanRows), std::max(key.ldx, key.k)));
-    E3_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, out_type, static_cast<uint64_t>(key.n),
+    E3_CUBLAS_CHECK(lt.layout_create(&p.c, out_type, static_cast<uint64_t>(key.n),
                                                static_cast<uint64_t>(kPlanRows), std::max(key.ldy, key.n)));
     p.layout_rows = kPlanRows;
     cublasLtMatmulPreference_t pref = nullptr;
-    E3_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    E3_CUBLAS_CHECK(lt.preference_create(&pref));
     const uint64_t ws = kWorkspaceBytes;
     E3_CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+        lt.preference_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     const uint32_t no_split_k = CUBLASLT_REDUCTION_SCHEME_NONE;
-    E3_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+    E3_CUBLAS_CHECK(lt.preference_set(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                                          &no_split_k, sizeof no_split_k));
     const uint32_t align = static_cast<uint32_t>(key.align);
     for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-      E3_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof align));
+      E3_CUBLAS_CHECK(lt.preference_set(pref, attr, &align, sizeof align));
     std::array<cublasLtMatmulHeuristicResult_t, 1> results{};
     int found = 0;
-    const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(handle, p.desc, p.a, p.b, p.c, p.c, pref,
+    const cublasStatus_t rc = lt.algo_heuristic(handle, p.desc, p.a, p.b, p.c, p.c, pref,
                                                              static_cast<int>(results.size()), results.data(), &found);
-    cublasLtMatmulPreferenceDestroy(pref);
+    lt.preference_destroy(pref);
     E3_REQUIRE(rc == CUBLAS_STATUS_SUCCESS && found > 0, ErrorKind::Internal,
                "cuBLASLt has no algorithm for [{} x {}] x [{} x {}]^T (alignment {}): {}", kPlanRows, key.k, key.n,
-               key.k, key.align, cublasLtGetStatusString(rc));
+               key.k, key.align, lt.status_string(rc));
     p.algo = results[0].algo;
     int32_t splits = 1;
     size_t written = 0;
-    E3_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+    E3_CUBLAS_CHECK(lt.algo_config_get(&p.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
                                                          sizeof splits, &written));
     E3_REQUIRE(splits <= 1, ErrorKind::Internal, "cuBLASLt chose split-K ({}) for [{} x {}] x [{} x {}]^T", splits,
                kPlanRows, key.k, key.n, key.k);
@@ -128,20 +129,22 @@ struct Gemm::Impl {
 };
 
 Gemm::Gemm() : impl_(new Impl) {
-  E3_CUBLAS_CHECK(cublasLtCreate(&impl_->handle));
+  const CublasLtLibrary& lt = impl_->lt;
+  E3_CUBLAS_CHECK(lt.create(&impl_->handle));
   E3_CUDA_CHECK(cudaMalloc(&impl_->workspace, kWorkspaceBytes));
 }
 
 Gemm::~Gemm() {
+  const CublasLtLibrary& lt = impl_->lt;
   for (Plan& p : impl_->plans) {
     if (!p.used) continue;
-    cublasLtMatrixLayoutDestroy(p.a);
-    cublasLtMatrixLayoutDestroy(p.b);
-    cublasLtMatrixLayoutDestroy(p.c);
-    cublasLtMatmulDescDestroy(p.desc);
+    lt.layout_destroy(p.a);
+    lt.layout_destroy(p.b);
+    lt.layout_destroy(p.c);
+    lt.desc_destroy(p.desc);
   }
   cudaFree(impl_->workspace);
-  cublasLtDestroy(impl_->handle);
+  lt.destroy(impl_->handle);
   delete impl_;
 }
 
@@ -168,18 +171,19 @@ void Gemm::linear(Tensor x, Tensor w, const Tensor* bias, Tensor y, cudaStream_t
   const cudaDataType_t in_type = x.dtype == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
   const cudaDataType_t out_type = y.dtype == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
   Plan& p = impl_->plan_for(key, in_type, out_type);
+  const CublasLtLibrary& lt = impl_->lt;
   if (p.layout_rows != x.rows) {  // the same algorithm for any M: only the layouts' column count changes
     const uint64_t rows = static_cast<uint64_t>(x.rows);
-    E3_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(p.b, CUBLASLT_MATRIX_LAYOUT_COLS, &rows, sizeof rows));
-    E3_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(p.c, CUBLASLT_MATRIX_LAYOUT_COLS, &rows, sizeof rows));
+    E3_CUBLAS_CHECK(lt.layout_set(p.b, CUBLASLT_MATRIX_LAYOUT_COLS, &rows, sizeof rows));
+    E3_CUBLAS_CHECK(lt.layout_set(p.c, CUBLASLT_MATRIX_LAYOUT_COLS, &rows, sizeof rows));
     p.layout_rows = x.rows;
   }
   if (bias) {
     const void* bp = bias->data;
-    E3_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
+    E3_CUBLAS_CHECK(lt.desc_set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
   }
   const float one = 1.0f, zero = 0.0f;
-  E3_CUBLAS_CHECK(cublasLtMatmul(impl_->handle, p.desc, &one, w.data, p.a, x.data, p.b, &zero, y.data, p.c, y.data,
+  E3_CUBLAS_CHECK(lt.matmul(impl_->handle, p.desc, &one, w.data, p.a, x.data, p.b, &zero, y.data, p.c, y.data,
                                  p.c, &p.algo, impl_->workspace, kWorkspaceBytes, s));
 }
 

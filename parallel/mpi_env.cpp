@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include <utility>
 
 #include "parallel/mpi_check.h"
@@ -15,7 +17,18 @@ std::string mpi_error_string(int code) {
   return std::string(buf, static_cast<size_t>(len));
 }
 
-MpiEnv::MpiEnv(int* argc, char*** argv) {
+bool started_alone(const Environment& env) {
+  for (const char* launcher_variable : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_FD"})
+    if (env.get(launcher_variable)) return false;
+  return true;
+}
+
+MpiEnv::MpiEnv(int* argc, char*** argv, const Environment& env) {
+  if (started_alone(env)) {
+    // Open MPI reads its parameters from the environment; overwrite = 0 keeps the user's.
+    setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
+    setenv("OMPI_MCA_pml", "ob1", 0);
+  }
   int provided = 0;
   // The main thread makes every collective; a watchdog thread may only ever call MPI_Abort,
   // which needs MULTIPLE to be legal from another thread.

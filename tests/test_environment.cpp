@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/environment.h"
+#include "parallel/mpi_env.h"
 #include "support/test_support.h"
 
 namespace {
@@ -44,6 +45,16 @@ TEST(Environment, TheSnapshotIsTheProcesssAtTheTimeItIsTaken) {
   EXPECT_EQ(taken.get("E3_FAIL_ON_RANK"), std::nullopt);
   ::unsetenv("SLURM_ARRAY_TASK_STEP");
   ::unsetenv("E3_MOE_UNFUSED");
+}
+
+// MpiEnv gives a process started on its own Open MPI's fast singleton defaults; one that a
+// launcher started keeps the launcher's choices, whichever launcher it was.
+TEST(Environment, AProcessIsAloneUnlessALauncherGaveItARank) {
+  EXPECT_TRUE(e3::parallel::started_alone(Environment{}));
+  // An sbatch script running the program directly, without srun, is still alone.
+  EXPECT_TRUE(e3::parallel::started_alone(Environment(Vars{{"SLURM_JOB_ID", "7"}, {"SLURM_ARRAY_TASK_ID", "2"}})));
+  for (const char* launcher : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_FD"})
+    EXPECT_FALSE(e3::parallel::started_alone(Environment(Vars{{launcher, "0"}}))) << launcher;
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "io/shard_reader.h"
 #include "jobs/plan.h"
 #include "jobs/step_loop.h"
+#include "core/environment.h"
 #include "parallel/communicator.h"
 #include "parallel/mpi_env.h"
 #include "support/step_rig.h"
@@ -131,7 +132,7 @@ TEST(StepLoop, ASampleAsLongAsTheBudgetFillsAStepAlone) {
 class OneRankMpi : public ::testing::Environment {
  public:
   static void start() {
-    if (!env_) env_ = std::make_unique<e3::parallel::MpiEnv>(nullptr, nullptr);
+    if (!env_) env_ = std::make_unique<e3::parallel::MpiEnv>(nullptr, nullptr, e3::Environment::of_process());
   }
   void TearDown() override { env_.reset(); }
 

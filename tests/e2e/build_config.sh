@@ -18,6 +18,10 @@ else
   grep -qx "CPU-only build: no CUDA backend" "$work/version.txt" || { cat "$work/version.txt"; fail "--version of a CPU-only build"; }
 fi
 
+# cuBLASLt is opened when a CUDA forward starts (kernels/cublaslt_library.h): linked, its static
+# initialisers would cost every command, --version and export included, a third of a second.
+if ldd "$E3_BIN" | grep -q libcublasLt; then ldd "$E3_BIN"; fail "the binary links cuBLASLt instead of opening it"; fi
+
 # The architectures: those of the GPUs nvidia-smi lists, else all three.
 if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH=$PATH:/usr/local/cuda/bin

@@ -12,6 +12,9 @@
 # FORMATS  default "specforge speculators modelopt"; DTYPES default "bf16 fp8"; COLD=1 (default)
 #          drops the page cache before each export (needs root), so SRC is read from the disk;
 #          COLD=0 reads SRC's shards first (cat), so that they are in the page cache (fincore says).
+# LAUNCH   how the export is started: empty (default) runs BIN directly, as the README shows;
+#          LAUNCH="mpirun -np 1" as the calls before 2026-12-04 evening did (mpirun's own start,
+#          about 0.4 s, then counts in the wall time).
 # EXPORT_ARGS more arguments for the export (e.g. "--writers 1"); LABEL names the export in the log.
 # DDCOPY=1 also times dd copying SRC's shards into DISK (oflag=direct; iflag=direct when COLD=1):
 #          the same bytes read from the same disk and written to it, the bound of an export whose
@@ -29,6 +32,7 @@ DTYPES=${DTYPES:-bf16 fp8}
 SAMPLES=${SAMPLES:-300}
 COLD=${COLD:-1}
 EXPORT_ARGS=${EXPORT_ARGS:-}
+LAUNCH=${LAUNCH:-}
 LABEL=${LABEL:-$(basename "$BIN")}
 DDCOPY=${DDCOPY:-0}
 MAKE_CHECKPOINT=${MAKE_CHECKPOINT:-$PWD/.gpu/shared/bench/make_checkpoint.py}
@@ -107,13 +111,13 @@ for dtype in $DTYPES; do
     elog=$OUT/export_${dtype}_${fmt}_${LABEL}_cold$COLD.log
     start=$(date +%s.%N)
     # shellcheck disable=SC2086
-    $MPIRUN -np 1 "$BIN" export --format "$fmt" $EXPORT_ARGS "$src" "$dest" > "$elog" 2>&1
+    $LAUNCH "$BIN" export --format "$fmt" $EXPORT_ARGS "$src" "$dest" > "$elog" 2>&1
     rc=$?
     end=$(date +%s.%N)
     written=$(du -cb "$dest" | tail -1 | cut -f1)
     read_gb=$(grep -oE 'export: [0-9.]+ GB read' "$elog" | grep -oE '[0-9.]+' | head -1)
     awk -v w="$written" -v s="$start" -v e="$end" -v dd="$dd" -v r="${read_gb:-0}" -v src="$src_bytes" \
-      -v name="$dtype $fmt $LABEL${EXPORT_ARGS:+ $EXPORT_ARGS} cold $COLD" -v rc="$rc" -v load="$load" -v copy="$copy_s" 'BEGIN {
+      -v name="$dtype $fmt $LABEL${EXPORT_ARGS:+ $EXPORT_ARGS}${LAUNCH:+ under $LAUNCH} cold $COLD" -v rc="$rc" -v load="$load" -v copy="$copy_s" 'BEGIN {
         gbs = w / (e - s) / 1e9;
         printf "%s: rc %d, %.2f GB in %.1f s = %.2f GB/s, dd oflag=direct %.2f GB/s, ratio %.2f%s; SRC %.2f GB read %.2fx; load %s\n",
                name, rc, w / 1e9, e - s, gbs, dd, gbs / dd,

@@ -67,7 +67,7 @@ uint64_t tensor_bytes(const TensorRef& tensor, const std::filesystem::path& wher
                "{}: tensor '{}' is too large", where.string(), tensor.name);
     bytes *= static_cast<uint64_t>(dim);
   }
-  E3_REQUIRE(bytes == 0 || tensor.data != nullptr, ErrorKind::Internal, "{}: tensor '{}' has no data",
+  E3_REQUIRE(bytes == 0 || tensor.data != nullptr || tensor.fill, ErrorKind::Internal, "{}: tensor '{}' has no data",
              where.string(), tensor.name);
   return bytes;
 }
@@ -233,6 +233,30 @@ void TempFile::write(const void* data, size_t n) {
     write_fd(data, n);
   }
   size_ += n;
+}
+
+void TempFile::write_filled(uint64_t n, const std::function<void(unsigned char* dst, size_t k)>& produce) {
+  if (direct_) {
+    while (n > 0) {
+      const size_t take = static_cast<size_t>(std::min<uint64_t>({n, direct_->size() - staged_, kFillPiece}));
+      produce(direct_->data() + staged_, take);
+      staged_ += take;
+      size_ += take;
+      n -= take;
+      if (staged_ == direct_->size()) flush_direct(false);
+    }
+    return;
+  }
+  flush();
+  while (n > 0) {
+    const size_t take = static_cast<size_t>(std::min<uint64_t>(n, kFillPiece));
+    pending_.resize(take);
+    produce(pending_.data(), take);
+    write_fd(pending_.data(), take);
+    pending_.clear();
+    size_ += take;
+    n -= take;
+  }
 }
 
 void TempFile::write_at(uint64_t offset, const void* data, size_t n) {

@@ -1,11 +1,12 @@
 // What the exporters' file writers (safetensors, torch.save) take: borrowed tensors, and the
 // temporary file both publish by renaming. The writers never copy tensor data; they write it
-// from the caller's buffer.
+// from the caller's buffer, or have the caller make it where it is written (TensorFill).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,11 +16,19 @@ namespace e3::io {
 
 enum class TensorElement { BF16, F16, F32, I64, I32, U8, Bool };
 
+// Makes a tensor's bytes where the writer puts them: fill(offset, dst, n) writes the tensor's
+// bytes [offset, offset + n) to dst. The writers call it in file order, in pieces of at most
+// TempFile::kFillPiece bytes, straight into the O_DIRECT buffer when there is one. For a tensor
+// the caller would otherwise build whole (states decoded from fp8, rows rearranged) only for the
+// writer to copy it: one pass over memory instead of three.
+using TensorFill = std::function<void(uint64_t offset, unsigned char* dst, size_t n)>;
+
 struct TensorRef {                 // borrowed: the writer never copies the data
   std::string name;
   TensorElement element;
   std::vector<int64_t> shape;
   const void* data;                // little-endian, C order, product(shape) * element size bytes
+  TensorFill fill = {};            // when set, the bytes come from it and `data` is unused
 };
 
 size_t element_size(TensorElement element);
@@ -77,6 +86,12 @@ class TempFile {
   // Appends `n` bytes. Small pieces (headers) gather in a buffer; large ones go to write()
   // straight from `data`, after the buffer.
   void write(const void* data, size_t n);
+  // The largest piece write_filled asks for: small enough to stay in a core's cache between the
+  // fill and a checksum over the same bytes (torch.save's CRC-32).
+  static constexpr size_t kFillPiece = size_t{1} << 20;
+  // Appends `n` bytes that `produce(dst, k)` writes piece by piece, in order, straight into the
+  // O_DIRECT buffer (or a staging piece without one).
+  void write_filled(uint64_t n, const std::function<void(unsigned char* dst, size_t k)>& produce);
   // Overwrites `n` bytes at `offset`, already appended.
   void write_at(uint64_t offset, const void* data, size_t n);
   // Bytes appended so far.

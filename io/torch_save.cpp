@@ -169,6 +169,7 @@ struct Record {
   std::string name;  // with the folder
   const void* data;
   uint64_t size;
+  const TensorFill* fill = nullptr;  // the bytes come from it when set
   uint64_t header_offset = 0;
   uint64_t padding = 0;  // bytes of the "FB" extra field's payload
   uint32_t crc = 0;
@@ -256,7 +257,15 @@ void write_record(TempFile& file, Record& r) {
   file.write(header.data(), header.size());
   const auto* p = static_cast<const unsigned char*>(r.data);
   uint32_t crc = 0;
-  for (uint64_t done = 0; done < r.size;) {
+  uint64_t done = 0;
+  if (r.fill) {
+    file.write_filled(r.size, [&](unsigned char* dst, size_t n) {
+      (*r.fill)(done, dst, n);
+      crc = crc32(crc, dst, n);  // over the piece just made, still in cache
+      done += n;
+    });
+  }
+  while (done < r.size) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, r.size - done));
     crc = crc32(crc, p + done, n);
     file.write(p + done, n);
@@ -279,7 +288,8 @@ void write_archive(const std::filesystem::path& path, const Pickle& pickle, cons
   records.push_back({folder + "data.pkl", pickle.bytes().data(), pickle.bytes().size()});
   records.push_back({folder + "byteorder", kByteorder.data(), kByteorder.size()});
   for (size_t i = 0; i < tensors.size(); ++i)
-    records.push_back({folder + "data/" + std::to_string(i), tensors[i]->data, tensor_sizes[i]});
+    records.push_back({folder + "data/" + std::to_string(i), tensors[i]->data, tensor_sizes[i],
+                       tensors[i]->fill ? &tensors[i]->fill : nullptr});
   records.push_back({folder + "version", kFormatVersion.data(), kFormatVersion.size()});
 
   const uint64_t file_size = lay_out(records);

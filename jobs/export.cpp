@@ -334,9 +334,7 @@ fs::path rows_fragment(const fs::path& dest, int64_t shard_index) {
 // Memory reused from sample to sample, grown to the largest asked for and never zeroed (what is
 // asked for is written whole before it is read), in huge pages (io/page_memory.h). For one
 // dataset's stored bytes (the pass copies SRC into it out of the page cache, which ran at 0.7
-// GB/s into fresh 4 KiB pages) and for the states the exporter converts: std::vector's resize
-// zeroed what it added and its regrowth faulted in fresh pages, and those were most of an fp8
-// export's conversion time on the development machine (issue 21).
+// GB/s into fresh 4 KiB pages; issue 21).
 struct ByteBuffer {
   io::PageMemory memory;
   size_t capacity() const { return memory.size(); }  // 0 when empty or moved from
@@ -345,7 +343,6 @@ struct ByteBuffer {
     if (n > capacity()) memory = io::PageMemory(n);
     return memory.data();
   }
-  uint16_t* fit_u16(size_t count) { return reinterpret_cast<uint16_t*>(fit(count * sizeof(uint16_t))); }
 };
 
 
@@ -357,6 +354,29 @@ struct StageCounters {
 
 // The stored bytes of a dataset of the sample being written, wherever they were read to.
 using DatasetBytes = std::function<const void*(const io::StoredDataset&)>;
+
+// A dataset's stored states read as bf16 rows of H values: the stored bits themselves (bf16) or
+// decoded row by row by `codec` from `rows`.
+struct StoredStates {
+  const uint16_t* bf16 = nullptr;  // set when stored as bf16
+  const StorageCodec* codec = nullptr;
+  StoredRows rows;
+  // Row r's H values as bf16 bits into dst.
+  void row(size_t r, int64_t H, uint16_t* dst) const {
+    if (bf16) {
+      std::memcpy(dst, bf16 + r * static_cast<size_t>(H), static_cast<size_t>(H) * sizeof(uint16_t));
+      return;
+    }
+    StoredRows one = rows;
+    for (size_t p = 0; p < StoredRows::kMaxParts; ++p)
+      if (one.part[p]) one.part[p] += r * one.stride[p];
+    one.count = 1;
+    codec->decode_bf16(one, H, dst);
+  }
+};
+
+// Writes row r of an exported tensor's rows (H bf16 values) to dst.
+using RowOf = std::function<void(size_t r, uint16_t* dst)>;
 
 // Lays out what the format writes of one sample from its datasets' stored bytes. Its buffers
 // grow to the largest sample seen and are reused: memory is bounded by one sample per thread.
@@ -392,6 +412,11 @@ class SampleExporter {
 
   // Writes the sample's file into DEST under its temporary name, appended to `files` for the
   // caller to commit once the shard has passed; returns its bytes.
+  //
+  // States stored as bf16 and written in SRC's layout go from SRC's bytes to the file. Any other
+  // (decoded from fp8, fp16 or fp32, or rows rearranged) are made row by row where the writer puts
+  // them (io::TensorFill): no whole-tensor buffer that the writer then copies, which was two of an
+  // fp8 export's three passes over memory (issue 21).
   uint64_t write(const io::StoredSample& s, const DatasetBytes& bytes, const std::string& where,
                  std::string* rows_jsonl, std::vector<io::TempFile>* files) {
     const std::string sw = fmt::format("{} sample {:08d}", where, s.index);
@@ -401,32 +426,47 @@ class SampleExporter {
     ScopeTimer convert_timer(&stages_.convert);
     read_ints(need(s, "input_ids", {uint64_t(T)}, sw), bytes, ids_, sw);
     read_ints(need(s, "loss_mask", {uint64_t(T)}, sw), bytes, mask_, sw);
-    const uint16_t* states = to_bf16(s, hs, bytes, states_, sw);
-    const uint16_t* final_rows = to_bf16(s, fin, bytes, final_rows_, sw);
+    const StoredStates states = stored_states(s, hs, bytes, sw);
+    const StoredStates final_rows = stored_states(s, fin, bytes, sw);
+    std::atomic<uint64_t> filling{0};  // the writer's time inside the fills: conversion, not writing
 
     using io::TensorElement;
     const io::TensorRef input_ids{"input_ids", TensorElement::I64, {T}, ids_.data()};
     const io::TensorRef loss_mask{"loss_mask", TensorElement::I64, {T}, mask_.data()};
+    // `rows` x H bf16 states: row r is row_of(r).
+    const auto states_tensor = [&](const char* name, std::vector<int64_t> shape, RowOf row_of,
+                                   const StoredStates* as_stored) {
+      io::TensorRef t{name, TensorElement::BF16, std::move(shape), nullptr};
+      if (as_stored && as_stored->bf16)
+        t.data = as_stored->bf16;
+      else
+        t.fill = fill_rows(H, std::move(row_of), &filling);
+      return t;
+    };
+    const RowOf hs_row = [&](size_t r, uint16_t* dst) { states.row(r, H, dst); };
+    const RowOf final_row = [&](size_t r, uint16_t* dst) { final_rows.row(r, H, dst); };
     fs::path path;
     switch (o_.format) {
       case ExportFormat::Speculators: {
         // [T, K + 1, H]: each token's captures, then its pre-norm final state.
-        uint16_t* spec = spec_.fit_u16(static_cast<size_t>(T * (K + 1) * H));
-        for (int64_t t = 0; t < T; ++t) {
-          std::memcpy(&spec[static_cast<size_t>(t * (K + 1) * H)], &states[static_cast<size_t>(t * K * H)],
-                      static_cast<size_t>(K * H) * 2);
-          std::memcpy(&spec[static_cast<size_t>((t * (K + 1) + K) * H)], &final_rows[static_cast<size_t>(t * H)],
-                      static_cast<size_t>(H) * 2);
-        }
+        const RowOf interleaved = [&](size_t r, uint16_t* dst) {
+          const size_t t = r / static_cast<size_t>(K + 1), j = r % static_cast<size_t>(K + 1);
+          if (j < static_cast<size_t>(K))
+            states.row(t * static_cast<size_t>(K) + j, H, dst);
+          else
+            final_rows.row(t, H, dst);
+        };
         const auto row = static_cast<int64_t>(std::lower_bound(stored_.begin(), stored_.end(), s.index) - stored_.begin());
         path = o_.dest / speculators_file(row);
         convert_timer.stop();
-        ScopeTimer t(&stages_.write);
-        // The widest element first, so that both tensors start 8-byte aligned.
-        io::write_safetensors(path,
-                              {{"token_ids", TensorElement::I64, {T}, ids_.data()},
-                               {"hidden_states", TensorElement::BF16, {T, K + 1, H}, spec}},
-                              {{"format", "pt"}}, &direct_, files);
+        {
+          ScopeTimer t(&stages_.write);
+          // The widest element first, so that both tensors start 8-byte aligned.
+          io::write_safetensors(path,
+                                {{"token_ids", TensorElement::I64, {T}, ids_.data()},
+                                 states_tensor("hidden_states", {T, K + 1, H}, interleaved, nullptr)},
+                                {{"format", "pt"}}, &direct_, files);
+        }
         append_row(*rows_jsonl, T);
         break;
       }
@@ -438,36 +478,37 @@ class SampleExporter {
         io::write_torch_dict(path,
                              {{"input_ids", input_ids},
                               {"loss_mask", loss_mask},
-                              {"aux_hidden_state", io::TensorRef{"", TensorElement::BF16, {1, T, K * H}, states}},
-                              {"hidden_state", io::TensorRef{"", TensorElement::BF16, {1, T, H}, final_rows}}},
+                              {"aux_hidden_state", states_tensor("", {1, T, K * H}, hs_row, &states)},
+                              {"hidden_state", states_tensor("", {1, T, H}, final_row, &final_rows)}},
                              &direct_, files);
         break;
       }
       case ExportFormat::ModelOpt: {
-        const uint16_t* aux = states;
-        if (reorder_) {  // each token's K captures in ModelOpt's (ascending) layer order
-          uint16_t* reordered = aux_.fit_u16(static_cast<size_t>(T * K * H));
-          for (int64_t t = 0; t < T; ++t)
-            for (int64_t j = 0; j < K; ++j)
-              std::memcpy(&reordered[static_cast<size_t>((t * K + j) * H)],
-                          &states[static_cast<size_t>((t * K + static_cast<int64_t>(order_[j])) * H)],
-                          static_cast<size_t>(H) * 2);
-          aux = reordered;
-        }
+        // Each token's K captures in ModelOpt's (ascending) layer order.
+        const RowOf reordered = [&](size_t r, uint16_t* dst) {
+          const size_t t = r / static_cast<size_t>(K), j = r % static_cast<size_t>(K);
+          states.row(t * static_cast<size_t>(K) + order_[j], H, dst);
+        };
         const std::string stem = modelopt_file_stem(s.index, s.id ? &*s.id : nullptr);
         path = o_.dest / (stem + ".pt");
         convert_timer.stop();
         ScopeTimer t(&stages_.write);
-        io::write_torch_dict(path,
-                             {{"input_ids", input_ids},
-                              {"hidden_states", io::TensorRef{"", TensorElement::BF16, {T, H}, final_rows}},
-                              {"aux_hidden_states", io::TensorRef{"", TensorElement::BF16, {T, K * H}, aux}},
-                              {"loss_mask", loss_mask},
-                              {"conversation_id", s.id ? *s.id : fmt::format("{:08d}", s.index)}},
-                             &direct_, files);
+        io::write_torch_dict(
+            path,
+            {{"input_ids", input_ids},
+             {"hidden_states", states_tensor("", {T, H}, final_row, &final_rows)},
+             {"aux_hidden_states", reorder_ ? states_tensor("", {T, K * H}, reordered, nullptr)
+                                            : states_tensor("", {T, K * H}, hs_row, &states)},
+             {"loss_mask", loss_mask},
+             {"conversation_id", s.id ? *s.id : fmt::format("{:08d}", s.index)}},
+            &direct_, files);
         break;
       }
     }
+    // The fills ran inside the write's timer: their time moves to conversion.
+    const uint64_t filled = filling.load(std::memory_order_relaxed);
+    stages_.write.fetch_sub(filled, std::memory_order_relaxed);
+    stages_.convert.fetch_add(filled, std::memory_order_relaxed);
     return files->empty() ? 0 : files->back().size();
   }
 
@@ -504,11 +545,12 @@ class SampleExporter {
     }
   }
 
-  // The stored states as bf16 bits, rounded to nearest even from fp16/fp32/fp8 (fp8: the code's
-  // value times its row's scale, in float32, as the README defines it), decoded by the codec of
-  // the type `d` is stored in into `buf`; bf16 is its stored bytes themselves (no copy).
-  const uint16_t* to_bf16(const io::StoredSample& s, const io::StoredDataset& d, const DatasetBytes& bytes,
-                          ByteBuffer& buf, const std::string& sw) {
+  // The stored rows of `d` (as many as its dimensions but the last, of H values each) and how
+  // to read them as bf16 bits: bf16 as stored (no copy), else decoded by the codec of the type
+  // `d` is stored in, rounded to nearest even from fp16/fp32/fp8 (fp8: the code's value times
+  // its row's scale, in float32, as the README defines it).
+  StoredStates stored_states(const io::StoredSample& s, const io::StoredDataset& d, const DatasetBytes& bytes,
+                             const std::string& sw) {
     const StorageCodec* codec = d.element == DType::I32 || d.element == DType::U8 ? nullptr : &storage_codec(d.element);
     E3_REQUIRE(codec != nullptr, ErrorKind::Verify, "{}: {} is not stored as states", sw, d.name);
     const std::vector<StoredPart>& parts = codec->parts();
@@ -516,17 +558,44 @@ class SampleExporter {
     const int64_t H = static_cast<int64_t>(d.dims.back());
     size_t count = 1;
     for (uint64_t r : rows) count *= r;
-    if (parts.size() == 1 && parts.front().element == DType::BF16)
-      return reinterpret_cast<const uint16_t*>(bytes_of(bytes, d, sw));  // the stored bits are the answer
+    StoredStates out;
+    if (parts.size() == 1 && parts.front().element == DType::BF16) {
+      out.bf16 = reinterpret_cast<const uint16_t*>(bytes_of(bytes, d, sw));  // the stored bits are the answer
+      return out;
+    }
     std::vector<const void*> part_data;
     for (size_t p = 0; p < parts.size(); ++p) {
       const io::StoredDataset& part = p == 0 ? d : need(s, d.name + parts[p].suffix, parts[p].dims(rows, H), sw);
       E3_REQUIRE(part.element == parts[p].element, ErrorKind::Verify, "{}: {} is not stored as states", sw, part.name);
       part_data.push_back(bytes_of(bytes, part, sw));
     }
-    uint16_t* out = buf.fit_u16(count * static_cast<size_t>(H));
-    codec->decode_bf16(codec->split(part_data, count, H), H, out);
+    out.codec = codec;
+    out.rows = codec->split(part_data, count, H);
     return out;
+  }
+
+  // A TensorFill of `row_of`'s rows of H bf16 values, laid end to end. A piece that begins or
+  // ends inside a row gets that row through row_scratch_.
+  io::TensorFill fill_rows(int64_t H, RowOf row_of, std::atomic<uint64_t>* filling) {
+    return [this, H, row_of = std::move(row_of), filling](uint64_t offset, unsigned char* dst, size_t n) {
+      ScopeTimer timer(filling);
+      const size_t row_bytes = static_cast<size_t>(H) * sizeof(uint16_t);
+      if (row_scratch_.size() < static_cast<size_t>(H)) row_scratch_.resize(static_cast<size_t>(H));
+      uint16_t* scratch = row_scratch_.data();
+      while (n > 0) {
+        const size_t r = static_cast<size_t>(offset / row_bytes), in = static_cast<size_t>(offset % row_bytes);
+        const size_t take = std::min(n, row_bytes - in);
+        if (take == row_bytes && reinterpret_cast<uintptr_t>(dst) % alignof(uint16_t) == 0) {
+          row_of(r, reinterpret_cast<uint16_t*>(dst));
+        } else {
+          row_of(r, scratch);
+          std::memcpy(dst, reinterpret_cast<const unsigned char*>(scratch) + in, take);
+        }
+        offset += take;
+        dst += take;
+        n -= take;
+      }
+    };
   }
 
   void append_row(std::string& out, int64_t T) const {
@@ -543,9 +612,9 @@ class SampleExporter {
   const std::vector<int64_t>& stored_;
   const std::string final_;  // the dataset of the final state this format trains on
   const std::vector<size_t> order_;  // exported_capture_order: the captures in the order written
-  const bool reorder_;               // not SRC's order: written through aux_
+  const bool reorder_;               // not SRC's order: written through a row map
   std::vector<int64_t> ids_, mask_;
-  ByteBuffer states_, final_rows_, spec_, aux_;  // converted and rearranged states, as bf16
+  std::vector<uint16_t> row_scratch_;  // one row of a fill, for a piece that splits it
   io::DirectBuffer direct_;  // the files go to DEST past the page cache, through this
 };
 

@@ -167,6 +167,32 @@ TEST(SafetensorsWrite, DirectWritesTheSameBytes) {
   EXPECT_EQ(read_all(dir / "direct.safetensors"), read_all(dir / "buffered.safetensors"));
 }
 
+// A tensor made where it is written (TensorFill, issue 21): the same file as from its bytes,
+// with and without O_DIRECT, its pieces asked for in order.
+TEST(SafetensorsWrite, AFilledTensorWritesTheSameBytesAsItsData) {
+  TempDir dir;
+  const auto a = bytes_of(8 * 1000, 13), b = bytes_of(2 * (e3::io::TempFile::kFillPiece + 5000), 14);
+  const std::vector<e3::io::TensorRef> from_data = {
+      {"ids", TensorElement::I64, {1000}, a.data()},
+      {"hs", TensorElement::BF16, {static_cast<int64_t>(b.size() / 2)}, b.data()}};
+  write_safetensors(dir / "data.safetensors", from_data, {{"format", "pt"}});
+  for (const bool direct_write : {false, true}) {
+    uint64_t next = 0;
+    std::vector<e3::io::TensorRef> filled = from_data;
+    filled[1].data = nullptr;
+    filled[1].fill = [&](uint64_t offset, unsigned char* dst, size_t n) {
+      ASSERT_EQ(offset, next) << "pieces out of order";
+      std::memcpy(dst, b.data() + offset, n);
+      next = offset + n;
+    };
+    e3::io::DirectBuffer direct(4096);
+    const auto path = dir / (direct_write ? "filled_direct.safetensors" : "filled.safetensors");
+    write_safetensors(path, filled, {{"format", "pt"}}, direct_write ? &direct : nullptr);
+    EXPECT_EQ(next, b.size());
+    EXPECT_EQ(read_all(path), read_all(dir / "data.safetensors")) << (direct_write ? "direct" : "through the page cache");
+  }
+}
+
 TEST(SafetensorsWrite, AnUnwritablePathIsAnOutputErrorNamingIt) {
   TempDir dir;
   const auto b = bytes_of(8, 10);

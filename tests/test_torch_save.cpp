@@ -4,6 +4,7 @@
 // failures leaving no file behind. tests/python/check_torch_save.py loads the files with torch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -281,6 +282,36 @@ TEST(TorchSave, DirectWritesTheSameBytes) {
   }
   EXPECT_FALSE(std::filesystem::exists(dir / "dropped.pt"));
   EXPECT_FALSE(std::filesystem::exists(e3::io::temporary_path(dir / "dropped.pt")));
+}
+
+// A tensor made where it is written (TensorFill, issue 21): the same file as from its bytes,
+// through the page cache in pieces of at most kFillPiece and past it through a buffer smaller
+// than the tensor, each piece asked for in order and the records' CRCs computed over the pieces.
+TEST(TorchSave, AFilledTensorWritesTheSameBytesAsItsData) {
+  TempDir dir;
+  const auto big = bytes_of(2 * e3::io::TempFile::kFillPiece + 4096 * 3 + 77, 9), small = bytes_of(100, 10);
+  const Entries from_data = {{"a", TensorRef{"", TensorElement::U8, {static_cast<int64_t>(big.size())}, big.data()}},
+                             {"b", TensorRef{"", TensorElement::U8, {100}, small.data()}},
+                             {"id", std::string("x")}};
+  write_torch_dict(dir / "data.pt", from_data);
+  for (const bool direct_write : {false, true}) {
+    uint64_t next = 0;
+    size_t largest_piece = 0;
+    TensorRef filled{"", TensorElement::U8, {static_cast<int64_t>(big.size())}, nullptr};
+    filled.fill = [&](uint64_t offset, unsigned char* dst, size_t n) {
+      ASSERT_EQ(offset, next) << "pieces out of order";
+      std::memcpy(dst, big.data() + offset, n);
+      next = offset + n;
+      largest_piece = std::max(largest_piece, n);
+    };
+    const Entries entries = {{"a", filled}, {"b", from_data[1].second}, {"id", std::string("x")}};
+    e3::io::DirectBuffer direct(3 * 4096);
+    const auto path = dir / (direct_write ? "filled_direct.pt" : "filled.pt");
+    write_torch_dict(path, entries, direct_write ? &direct : nullptr);
+    EXPECT_EQ(next, big.size());
+    EXPECT_LE(largest_piece, e3::io::TempFile::kFillPiece);
+    EXPECT_EQ(read_all(path), read_all(dir / "data.pt")) << (direct_write ? "direct" : "through the page cache");
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

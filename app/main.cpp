@@ -23,8 +23,8 @@
 #include "jobs/stats_command.h"
 #include "jobs/tokenize_command.h"
 #include "jobs/verify_command.h"
-#include "parallel/agreement.h"
 #include "parallel/mpi_env.h"
+#include "parallel/agreement.h"
 
 namespace e3::app {
 namespace {
@@ -116,6 +116,7 @@ int run(int argc, char** argv, const MpiEnv& mpi) {
   const std::string world_tag = fmt::format("[r{}/{}]", mpi.world_rank(), mpi.world_size());
   jobs::install_rank_logger(world_tag, spdlog::level::info);
   io::silence_hdf5_errors();
+  parallel::require_world_of_launch(Environment::of_process(), mpi.world_size());
 
   // Every rank parses the same argv, so a usage error is the same everywhere: rank 0 says it.
   Request req;

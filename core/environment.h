@@ -17,14 +17,16 @@ class Environment {
   // (kernels/cuda_options.h), the tests' fault injection (jobs/run_config.h), mpirun's kill
   // timeout (named when it stops the job), whether
   // `tokenize --show` may colour its output (NO_COLOR), and the variables a launcher (mpirun, srun)
-  // gives each rank, whose absence marks a process started on its own (parallel/mpi_env.h).
+  // gives each rank, whose absence marks a process started on its own, and how many processes it
+  // started (parallel/mpi_env.h).
   static constexpr const char* kVariables[] = {
       "SLURM_ARRAY_TASK_ID",   "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_MAX",  "SLURM_ARRAY_TASK_STEP",
       "SLURM_ARRAY_TASK_COUNT", "SLURM_JOB_ID",        "CUDA_VISIBLE_DEVICES",  "E3_GEMM_VARIANT",
       "E3_ATTENTION_VARIANT",
       "E3_MOE_UNFUSED",        "E3_PROFILE",           "E3_FAIL_AT_SAMPLE",     "E3_FAIL_ON_RANK",
       "E3_FAIL_PUBLISH_SHARD", "E3_STEP_DELAY_MS",    "OMPI_MCA_odls_base_sigkill_timeout", "NO_COLOR",
-      "OMPI_COMM_WORLD_SIZE",  "PMIX_RANK",            "PMI_RANK",              "PMI_FD"};
+      "OMPI_COMM_WORLD_SIZE",  "PMIX_RANK",            "PMI_RANK",              "PMI_FD",
+      "PMI_SIZE",              "SLURM_STEP_NUM_TASKS", "SLURM_SRUN_COMM_PORT"};
 
   Environment() = default;  // nothing set
   // These variables set to these values (tests). Each name must be one of kVariables.

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdlib>
 
 #include <utility>
@@ -23,11 +24,42 @@ bool started_alone(const Environment& env) {
   return true;
 }
 
+namespace {
+
+std::optional<int> positive_count(const std::optional<std::string>& text) {
+  if (!text) return std::nullopt;
+  int value = 0;
+  const char* end = text->data() + text->size();
+  const auto [ptr, ec] = std::from_chars(text->data(), end, value);
+  if (ec != std::errc() || ptr != end || value < 1) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+std::optional<int> launched_processes(const Environment& env) {
+  if (const auto n = positive_count(env.get("OMPI_COMM_WORLD_SIZE"))) return n;
+  if (const auto n = positive_count(env.get("PMI_SIZE"))) return n;
+  if (env.get("SLURM_SRUN_COMM_PORT")) return positive_count(env.get("SLURM_STEP_NUM_TASKS"));
+  return std::nullopt;
+}
+
+void require_world_of_launch(const Environment& env, int world_size) {
+  const std::optional<int> launched = launched_processes(env);
+  if (!launched || *launched == 1 || world_size != 1) return;
+  E3_THROW(ErrorKind::Parallel,
+           "the launcher started {} processes, but MPI made this one a world of its own, so each would run the "
+           "whole job alone: under srun, name the MPI plugin this Open MPI was built for (srun --mpi=pmix, or "
+           "--mpi=pmi2; `srun --mpi=list` lists them), or start the job with mpirun",
+           *launched);
+}
+
 MpiEnv::MpiEnv(int* argc, char*** argv, const Environment& env) {
   if (started_alone(env)) {
     // Open MPI reads its parameters from the environment; overwrite = 0 keeps the user's.
     setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
     setenv("OMPI_MCA_pml", "ob1", 0);
+    setenv("OMPI_MCA_btl", "self", 0);
   }
   int provided = 0;
   // The main thread makes every collective; a watchdog thread may only ever call MPI_Abort,

@@ -122,4 +122,12 @@ for s in 1node nodes; do
   [ "$rc" -ne 0 ] && [ "$rc" -ne 75 ] || { job_output; fail "--layers 1,99 through eagle3_$s.sbatch exited $rc"; }
   [ ! -e "$work/bad_$s" ] || fail "a failed start of eagle3_$s.sbatch left $(find "$work/bad_$s")"
 done
+# srun without the MPI plugin this Open MPI speaks starts each task as an MPI world of its own;
+# srun's own count of tasks stops every one of them before it runs the whole job alone.
+rc=0
+SLURM_SRUN_COMM_PORT=4242 SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=0 "$E3_BIN" --model "$model" --data "$work/small.jsonl" \
+  --out "$work/no_plugin" "${flags[@]}" > "$work/no_plugin.log" 2>&1 || rc=$?
+[ "$rc" -eq 8 ] && grep -q "the launcher started 2 processes, but MPI made this one a world of its own.*srun --mpi=pmix" \
+  "$work/no_plugin.log" && [ ! -e "$work/no_plugin" ] ||
+  { cat "$work/no_plugin.log"; fail "a task srun started without an MPI plugin ran alone (exit $rc)"; }
 echo ok

@@ -61,7 +61,7 @@ void write_npy(const std::filesystem::path& path, const TensorRef& tensor) {
   const std::string header = npy_header(tensor);
   TempFile file(path);
   file.write(header.data(), header.size());
-  if (bytes > 0) file.write(tensor.data, static_cast<size_t>(bytes));
+  file.write_tensor(tensor, bytes);
   file.commit();
 }
 

@@ -63,18 +63,7 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
   for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(static_cast<uint64_t>(header.size()) >> (8 * i));
   file.write(length, sizeof length);
   file.write(header.data(), header.size());
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const TensorRef& t = tensors[i];
-    if (!t.fill) {
-      file.write(t.data, sizes[i]);
-      continue;
-    }
-    uint64_t done = 0;
-    file.write_filled(sizes[i], [&](unsigned char* dst, size_t k) {
-      t.fill(done, dst, k);
-      done += k;
-    });
-  }
+  for (size_t i = 0; i < tensors.size(); ++i) file.write_tensor(tensors[i], sizes[i]);
   if (!hold) return file.commit();
   file.close();
   hold->push_back(std::move(file));

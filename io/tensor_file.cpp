@@ -124,6 +124,7 @@ TempFile::TempFile(TempFile&& other) noexcept
       fd_(std::exchange(other.fd_, -1)),
       size_(other.size_),
       pending_(std::move(other.pending_)),
+      fill_piece_(std::move(other.fill_piece_)),
       committed_(std::exchange(other.committed_, true)),
       direct_(std::exchange(other.direct_, nullptr)),
       staged_(std::exchange(other.staged_, 0)) {}
@@ -248,15 +249,24 @@ void TempFile::write_filled(uint64_t n, const std::function<void(unsigned char* 
     return;
   }
   flush();
+  if (n > 0 && !fill_piece_) fill_piece_.reset(new unsigned char[kFillPiece]);
   while (n > 0) {
     const size_t take = static_cast<size_t>(std::min<uint64_t>(n, kFillPiece));
-    pending_.resize(take);
-    produce(pending_.data(), take);
-    write_fd(pending_.data(), take);
-    pending_.clear();
+    produce(fill_piece_.get(), take);
+    write_fd(fill_piece_.get(), take);
     size_ += take;
     n -= take;
   }
+}
+
+void TempFile::write_tensor(const TensorRef& tensor, uint64_t bytes) {
+  if (bytes == 0) return;
+  if (!tensor.fill) return write(tensor.data, static_cast<size_t>(bytes));
+  uint64_t done = 0;
+  write_filled(bytes, [&](unsigned char* dst, size_t k) {
+    tensor.fill(done, dst, k);
+    done += k;
+  });
 }
 
 void TempFile::write_at(uint64_t offset, const void* data, size_t n) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,8 @@ class TempFile {
   // Appends `n` bytes that `produce(dst, k)` writes piece by piece, in order, straight into the
   // O_DIRECT buffer (or a staging piece without one).
   void write_filled(uint64_t n, const std::function<void(unsigned char* dst, size_t k)>& produce);
+  // Appends a tensor's `bytes` bytes (tensor_bytes): from its data, or made by its fill.
+  void write_tensor(const TensorRef& tensor, uint64_t bytes);
   // Overwrites `n` bytes at `offset`, already appended.
   void write_at(uint64_t offset, const void* data, size_t n);
   // Bytes appended so far.
@@ -119,6 +122,7 @@ class TempFile {
   int fd_ = -1;
   uint64_t size_ = 0;
   std::vector<unsigned char> pending_;  // the last size_ - pending_.size() .. size_ bytes
+  std::unique_ptr<unsigned char[]> fill_piece_;  // kFillPiece bytes, never zeroed: write_filled's without O_DIRECT
   bool committed_ = false;
   DirectBuffer* direct_ = nullptr;  // set while the file is open with O_DIRECT
   size_t staged_ = 0;               // bytes in direct_ not yet written: file bytes size_ - staged_ .. size_

@@ -130,8 +130,14 @@ struct Gemm::Impl {
 
 Gemm::Gemm() : impl_(new Impl) {
   const CublasLtLibrary& lt = impl_->lt;
-  E3_CUBLAS_CHECK(lt.create(&impl_->handle));
-  E3_CUDA_CHECK(cudaMalloc(&impl_->workspace, kWorkspaceBytes));
+  try {
+    E3_CUBLAS_CHECK(lt.create(&impl_->handle));
+    E3_CUDA_CHECK(cudaMalloc(&impl_->workspace, kWorkspaceBytes));
+  } catch (...) {  // the destructor does not run for a constructor that throws
+    if (impl_->handle) lt.destroy(impl_->handle);
+    delete impl_;
+    throw;
+  }
 }
 
 Gemm::~Gemm() {

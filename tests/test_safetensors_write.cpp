@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "io/npy_write.h"
 #include "io/safetensors_write.h"
 #include "core/error.h"
 #include "model/safetensors.h"
@@ -191,6 +192,25 @@ TEST(SafetensorsWrite, AFilledTensorWritesTheSameBytesAsItsData) {
     EXPECT_EQ(next, b.size());
     EXPECT_EQ(read_all(path), read_all(dir / "data.safetensors")) << (direct_write ? "direct" : "through the page cache");
   }
+}
+
+// The .npy writer takes a filled tensor too (tensor_bytes accepts one without data).
+TEST(NpyWrite, AFilledTensorWritesTheSameBytesAsItsData) {
+  TempDir dir;
+  const auto b = bytes_of(4 * (e3::io::TempFile::kFillPiece / 2 + 3000), 15);
+  const e3::io::TensorRef from_data{"hs", TensorElement::F32, {static_cast<int64_t>(b.size() / 4)}, b.data()};
+  e3::io::write_npy(dir / "data.npy", from_data);
+  e3::io::TensorRef filled = from_data;
+  filled.data = nullptr;
+  uint64_t next = 0;
+  filled.fill = [&](uint64_t offset, unsigned char* dst, size_t n) {
+    ASSERT_EQ(offset, next) << "pieces out of order";
+    std::memcpy(dst, b.data() + offset, n);
+    next = offset + n;
+  };
+  e3::io::write_npy(dir / "filled.npy", filled);
+  EXPECT_EQ(next, b.size());
+  EXPECT_EQ(read_all(dir / "filled.npy"), read_all(dir / "data.npy"));
 }
 
 TEST(SafetensorsWrite, AnUnwritablePathIsAnOutputErrorNamingIt) {

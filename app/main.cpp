@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "app/cli.h"
+#include "core/cpu_share.h"
 #include "core/environment.h"
 #include "core/error.h"
 #include "io/hdf5.h"
@@ -126,6 +127,13 @@ int run(int argc, char** argv, const MpiEnv& mpi) {
     if (mpi.world_rank() == 0) spdlog::critical("{}", e.describe());
     return exit_code(e.kind());
   }
+  // The commands whose threads read, check and write the data (tokenize's and info's output is
+  // stdout itself, help's too).
+  const bool threaded = req.command == Command::Run || req.command == Command::Export ||
+                        req.command == Command::Verify || req.command == Command::Stats || req.command == Command::Bench;
+  if (threaded)
+    if (const auto warning = cpu_binding_warning(usable_cpus(), machine_cpus(), parallel::ranks_on_node(mpi.world())))
+      spdlog::warn("{}", *warning);
   for (const CommandRow& row : kCommands)
     if (row.command == req.command) return row.run(req, mpi);
   E3_THROW(ErrorKind::Internal, "no function runs command {}", static_cast<int>(req.command));

@@ -1,6 +1,5 @@
 #include "model/weight_reader.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,17 +7,12 @@
 #include <cstring>
 #include <utility>
 
+#include "core/cpu_share.h"
 #include "core/error.h"
 
 namespace e3::model {
 
-int default_load_threads() {
-  cpu_set_t set;
-  int cores = 0;
-  if (::sched_getaffinity(0, sizeof set, &set) == 0) cores = CPU_COUNT(&set);
-  if (cores <= 0) cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::clamp(cores, 1, 8);
-}
+int default_load_threads() { return std::clamp(usable_cpus(), 1, 8); }
 
 ReaderPool::ReaderPool(int threads, uint64_t chunk_bytes) : chunk_(std::max<uint64_t>(chunk_bytes / 8 * 8, 8)) {
   if (threads <= 0) threads = default_load_threads();

@@ -4,6 +4,14 @@ set -euo pipefail
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# Open MPI 4.1 makes its session directory (/tmp/ompi.HOST.UID) by checking, then creating, so a
+# launch fails ("A call to mkdir was unable to create the desired directory ... File exists";
+# open-mpi/ompi#8510) when another makes it at the same instant, as two tests under `ctest -j`
+# can. Each test script's launches, mpirun's and the program's own, get a directory of their own.
+if [ -z "${OMPI_MCA_orte_tmpdir_base:-}" ]; then
+  export OMPI_MCA_orte_tmpdir_base="${E3_WORK:-${TMPDIR:-/tmp}}/ompi_session/$$"
+fi
+
 # Debian's Python, which has the Debian packages the tests read HDF5 with (python3-h5py,
 # python3-numpy); a python3 earlier on PATH (pyenv, a venv) may not.
 PYTHON=${E3_PYTHON:-/usr/bin/python3}

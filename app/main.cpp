@@ -117,7 +117,6 @@ int run(int argc, char** argv, const MpiEnv& mpi) {
   const std::string world_tag = fmt::format("[r{}/{}]", mpi.world_rank(), mpi.world_size());
   jobs::install_rank_logger(world_tag, spdlog::level::info);
   io::silence_hdf5_errors();
-  parallel::require_world_of_launch(Environment::of_process(), mpi.world_size());
 
   // Every rank parses the same argv, so a usage error is the same everywhere: rank 0 says it.
   Request req;
@@ -127,13 +126,18 @@ int run(int argc, char** argv, const MpiEnv& mpi) {
     if (mpi.world_rank() == 0) spdlog::critical("{}", e.describe());
     return exit_code(e.kind());
   }
+  const Environment env = Environment::of_process();
+  if (req.command != Command::Help && req.command != Command::Info)
+    parallel::require_world_of_launch(env, mpi.world_size());
   // The commands whose threads read, check and write the data (tokenize's and info's output is
-  // stdout itself, help's too).
+  // stdout itself, help's too); the first rank of each node speaks for the node.
   const bool threaded = req.command == Command::Run || req.command == Command::Export ||
                         req.command == Command::Verify || req.command == Command::Stats || req.command == Command::Bench;
-  if (threaded)
-    if (const auto warning = cpu_binding_warning(usable_cpus(), machine_cpus(), parallel::ranks_on_node(mpi.world())))
+  if (threaded) {
+    const parallel::NodePlace place = parallel::node_place(mpi.world());
+    if (const auto warning = cpu_binding_warning(usable_cpus(), job_cpus(env), place.ranks); warning && place.rank == 0)
       spdlog::warn("{}", *warning);
+  }
   for (const CommandRow& row : kCommands)
     if (row.command == req.command) return row.run(req, mpi);
   E3_THROW(ErrorKind::Internal, "no function runs command {}", static_cast<int>(req.command));

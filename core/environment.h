@@ -26,7 +26,8 @@ class Environment {
       "E3_MOE_UNFUSED",        "E3_PROFILE",           "E3_FAIL_AT_SAMPLE",     "E3_FAIL_ON_RANK",
       "E3_FAIL_PUBLISH_SHARD", "E3_STEP_DELAY_MS",    "OMPI_MCA_odls_base_sigkill_timeout", "NO_COLOR",
       "OMPI_COMM_WORLD_SIZE",  "PMIX_RANK",            "PMI_RANK",              "PMI_FD",
-      "PMI_SIZE",              "SLURM_STEP_NUM_TASKS", "SLURM_SRUN_COMM_PORT"};
+      "PMI_SIZE",              "SLURM_STEP_NUM_TASKS", "SLURM_SRUN_COMM_PORT",  "SLURM_TASK_PID",
+      "SLURM_CPUS_ON_NODE"};
 
   Environment() = default;  // nothing set
   // These variables set to these values (tests). Each name must be one of kVariables.

@@ -37,15 +37,17 @@ std::optional<int> positive_count(const std::optional<std::string>& text) {
 
 }  // namespace
 
-std::optional<int> launched_processes(const Environment& env) {
+std::optional<int> launched_processes(const Environment& env, long pid) {
   if (const auto n = positive_count(env.get("OMPI_COMM_WORLD_SIZE"))) return n;
   if (const auto n = positive_count(env.get("PMI_SIZE"))) return n;
-  if (env.get("SLURM_SRUN_COMM_PORT")) return positive_count(env.get("SLURM_STEP_NUM_TASKS"));
+  const std::optional<std::string> task_pid = env.get("SLURM_TASK_PID");
+  if (env.get("SLURM_SRUN_COMM_PORT") && task_pid && *task_pid == std::to_string(pid))
+    return positive_count(env.get("SLURM_STEP_NUM_TASKS"));
   return std::nullopt;
 }
 
 void require_world_of_launch(const Environment& env, int world_size) {
-  const std::optional<int> launched = launched_processes(env);
+  const std::optional<int> launched = launched_processes(env, static_cast<long>(::getpid()));
   if (!launched || *launched == 1 || world_size != 1) return;
   E3_THROW(ErrorKind::Parallel,
            "the launcher started {} processes, but MPI made this one a world of its own, so each would run the "
@@ -140,6 +142,11 @@ MpiComm node_comm(MPI_Comm comm) {
 }  // namespace
 
 int ranks_on_node(MPI_Comm comm) { return node_comm(comm).size(); }
+
+NodePlace node_place(MPI_Comm comm) {
+  const MpiComm local = node_comm(comm);
+  return {local.rank(), local.size()};
+}
 
 Grid::Grid(int tp_size) {
   E3_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_));

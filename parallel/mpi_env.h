@@ -17,9 +17,11 @@ bool started_alone(const Environment& env);
 
 // How many processes the launcher says it started, where it says so: mpirun's
 // OMPI_COMM_WORLD_SIZE, a PMI launcher's PMI_SIZE (MPICH's hydra, srun --mpi=pmi2), or srun's
-// SLURM_STEP_NUM_TASKS for the processes srun itself started (SLURM_SRUN_COMM_PORT set; an
-// sbatch script's own step and mpirun's daemons under Slurm give their ranks OMPI_* first).
-std::optional<int> launched_processes(const Environment& env);
+// SLURM_STEP_NUM_TASKS for a process that srun started itself (SLURM_SRUN_COMM_PORT set and
+// SLURM_TASK_PID the process's own `pid`): a program run from a shell that srun started
+// (`srun -n 8 --pty bash`) inherits those variables without being one of the step's tasks, and
+// mpirun under Slurm gives its ranks OMPI_* first.
+std::optional<int> launched_processes(const Environment& env, long pid);
 
 // Throws (ErrorKind::Parallel) when the launcher started several processes but MPI made this one
 // a world of its own: srun without the MPI plugin that this Open MPI speaks. Each process would
@@ -91,6 +93,12 @@ class MpiComm {
 // How many ranks of `comm` run on this node (a collective over `comm`), so that they can share
 // its cores.
 int ranks_on_node(MPI_Comm comm);
+// This rank's place among the ranks of `comm` on its node (a collective over `comm`).
+struct NodePlace {
+  int rank = 0;   // 0 for the node's first
+  int ranks = 1;  // ranks_on_node
+};
+NodePlace node_place(MPI_Comm comm);
 
 // World ranks split into DP groups of `tp` consecutive ranks: tp_rank = world % tp,
 // dp_rank = world / tp. Also the node-local rank (for choosing a GPU) and the host name.

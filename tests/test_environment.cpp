@@ -2,10 +2,14 @@
 // outside its list is a bug rather than a variable silently never set.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "core/cpu_share.h"
 #include "core/environment.h"
@@ -80,34 +84,43 @@ TEST(Environment, AProcessStartedAloneLeavesOutWhatAWorldOfOneNeverUses) {
 TEST(Environment, ALauncherThatStartedSeveralProcessesNeedsAWorldOfThatSize) {
   using e3::parallel::launched_processes;
   using e3::parallel::require_world_of_launch;
-  EXPECT_EQ(launched_processes(Environment{}), std::nullopt);
-  EXPECT_EQ(launched_processes(Environment(Vars{{"OMPI_COMM_WORLD_SIZE", "8"}})), 8);
-  EXPECT_EQ(launched_processes(Environment(Vars{{"PMI_SIZE", "4"}})), 4);
-  // srun's count counts only for the processes srun started; under mpirun (which starts its
-  // daemons with srun) Open MPI's own variable comes first.
-  EXPECT_EQ(launched_processes(Environment(Vars{{"SLURM_STEP_NUM_TASKS", "8"}})), std::nullopt);
-  EXPECT_EQ(launched_processes(Environment(Vars{{"SLURM_STEP_NUM_TASKS", "8"}, {"SLURM_SRUN_COMM_PORT", "4242"}})), 8);
-  EXPECT_EQ(launched_processes(Environment(
-                Vars{{"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_SRUN_COMM_PORT", "1"}, {"OMPI_COMM_WORLD_SIZE", "16"}})),
-            16);
-  EXPECT_EQ(launched_processes(Environment(Vars{{"OMPI_COMM_WORLD_SIZE", "eight"}})), std::nullopt);
+  constexpr long kPid = 4321;
+  EXPECT_EQ(launched_processes(Environment{}, kPid), std::nullopt);
+  EXPECT_EQ(launched_processes(Environment(Vars{{"OMPI_COMM_WORLD_SIZE", "8"}}), kPid), 8);
+  EXPECT_EQ(launched_processes(Environment(Vars{{"PMI_SIZE", "4"}}), kPid), 4);
+  // srun's count counts only for a task srun started itself: not for a program run from a shell
+  // that srun started (`srun -n 8 --pty bash`), nor under mpirun (which starts its daemons with
+  // srun), where Open MPI's own variable comes first.
+  const Vars srun_task{{"SLURM_STEP_NUM_TASKS", "8"}, {"SLURM_SRUN_COMM_PORT", "4242"}, {"SLURM_TASK_PID", "4321"}};
+  EXPECT_EQ(launched_processes(Environment(srun_task), kPid), 8);
+  EXPECT_EQ(launched_processes(Environment(srun_task), kPid + 1), std::nullopt);
+  EXPECT_EQ(launched_processes(Environment(Vars{{"SLURM_STEP_NUM_TASKS", "8"}, {"SLURM_TASK_PID", "4321"}}), kPid),
+            std::nullopt);
+  Vars under_mpirun = srun_task;
+  under_mpirun["OMPI_COMM_WORLD_SIZE"] = "16";
+  EXPECT_EQ(launched_processes(Environment(under_mpirun), kPid), 16);
+  EXPECT_EQ(launched_processes(Environment(Vars{{"OMPI_COMM_WORLD_SIZE", "eight"}}), kPid), std::nullopt);
 
-  const Environment srun_without_plugin(Vars{{"SLURM_STEP_NUM_TASKS", "8"}, {"SLURM_SRUN_COMM_PORT", "4242"}});
+  // require_world_of_launch looks at this process's own pid.
+  Vars here = srun_task;
+  here["SLURM_TASK_PID"] = std::to_string(::getpid());
   try {
-    require_world_of_launch(srun_without_plugin, 1);
+    require_world_of_launch(Environment(here), 1);
     ADD_FAILURE() << "eight singletons were let run";
   } catch (const e3::Error& e) {
     EXPECT_EQ(e.kind(), e3::ErrorKind::Parallel);
     EXPECT_NE(std::string(e.what()).find("--mpi=pmix"), std::string::npos) << e.what();
   }
-  EXPECT_NO_THROW(require_world_of_launch(srun_without_plugin, 8));
-  EXPECT_NO_THROW(require_world_of_launch(Environment(Vars{{"SLURM_STEP_NUM_TASKS", "1"}, {"SLURM_SRUN_COMM_PORT", "1"}}), 1));
+  EXPECT_NO_THROW(require_world_of_launch(Environment(here), 8));
+  EXPECT_NO_THROW(require_world_of_launch(Environment(srun_task), 1));  // another process's task pid
+  here["SLURM_STEP_NUM_TASKS"] = "1";
+  EXPECT_NO_THROW(require_world_of_launch(Environment(here), 1));
   EXPECT_NO_THROW(require_world_of_launch(Environment{}, 1));
 }
 
 // A launcher that bound a rank to fewer CPUs than its share is named in the log: Open MPI's
 // mpirun binds each of one or two ranks to a single core, which made an export 28% slower
-// (1.28 against 1.77 GB/s, 2026-12-05, the GPU machine's 16 cores).
+// (1.25 against 1.74 GB/s, 2026-12-05, the GPU machine's 16 cores).
 TEST(CpuShare, ABindingBelowTheRanksShareIsNamed) {
   EXPECT_EQ(e3::cpu_binding_warning(16, 16, 1), std::nullopt);
   EXPECT_EQ(e3::cpu_binding_warning(12, 96, 8), std::nullopt);   // srun --cpus-per-task=12
@@ -115,16 +128,33 @@ TEST(CpuShare, ABindingBelowTheRanksShareIsNamed) {
   EXPECT_EQ(e3::cpu_binding_warning(1, 2, 2), std::nullopt);     // one core each is the share
   EXPECT_EQ(e3::cpu_binding_warning(1, 1, 1), std::nullopt);
   EXPECT_EQ(e3::cpu_binding_warning(5, 16, 2), std::nullopt);    // not under half of 8
+  EXPECT_EQ(e3::cpu_binding_warning(4, 4, 1), std::nullopt);     // srun -n1 -c4 on a shared node: its 4 are the job's
   const auto w = e3::cpu_binding_warning(1, 16, 1);              // mpirun -np 1
   ASSERT_TRUE(w);
-  EXPECT_NE(w->find("may run on 1 of the machine's 16 CPUs, where its share (1 rank on this node) is 16"),
+  EXPECT_NE(w->find("may run on 1 of the 16 CPUs this job has on the node, where its share (1 rank on the node) is 16"),
             std::string::npos) << *w;
   EXPECT_NE(w->find("--bind-to none"), std::string::npos) << *w;
   EXPECT_TRUE(e3::cpu_binding_warning(1, 2, 1));                 // the 2-core build machine under mpirun -np 1
   EXPECT_TRUE(e3::cpu_binding_warning(3, 64, 8));                // under half of 8
-  EXPECT_NE(e3::cpu_binding_warning(1, 96, 8)->find("--cpus-per-task=12"), std::string::npos);  // srun's default
+  EXPECT_NE(e3::cpu_binding_warning(1, 96, 8)->find("--cpus-per-task=12"), std::string::npos);
+}
+
+// What the job has on the node: a cpuset's list, Slurm's count, never more than is online.
+TEST(CpuShare, TheJobsCpusComeFromItsCpusetAndSlurm) {
+  EXPECT_EQ(e3::count_cpu_list("0-3,8,10-11\n"), 7);
+  EXPECT_EQ(e3::count_cpu_list("5"), 1);
+  EXPECT_EQ(e3::count_cpu_list("0-127"), 128);
+  EXPECT_EQ(e3::count_cpu_list(""), std::nullopt);
+  EXPECT_EQ(e3::count_cpu_list("3-1"), std::nullopt);
+  EXPECT_EQ(e3::count_cpu_list("0-x"), std::nullopt);
+  const int online = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  EXPECT_GE(e3::job_cpus(Environment{}), 1);
+  EXPECT_LE(e3::job_cpus(Environment{}), online);
+  EXPECT_EQ(e3::job_cpus(Environment(Vars{{"SLURM_CPUS_ON_NODE", "1"}})), 1);
+  EXPECT_EQ(e3::job_cpus(Environment(Vars{{"SLURM_CPUS_ON_NODE", "100000"}})), e3::job_cpus(Environment{}));
+  EXPECT_EQ(e3::job_cpus(Environment(Vars{{"SLURM_CPUS_ON_NODE", "many"}})), e3::job_cpus(Environment{}));
   EXPECT_GE(e3::usable_cpus(), 1);
-  EXPECT_LE(e3::usable_cpus(), e3::machine_cpus());
+  EXPECT_LE(e3::usable_cpus(), online);
 }
 
 }  // namespace

@@ -5,9 +5,11 @@
 // the model, what it commits and where, how a failure of each kind leaves it, and its counts.
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -132,12 +134,25 @@ TEST(StepLoop, ASampleAsLongAsTheBudgetFillsAStepAlone) {
 class OneRankMpi : public ::testing::Environment {
  public:
   static void start() {
-    if (!env_) env_ = std::make_unique<e3::parallel::MpiEnv>(nullptr, nullptr, e3::Environment::of_process());
+    if (env_) return;
+    // Open MPI makes its session directory racily (tests/e2e/lib.sh says how): a test process
+    // started beside another under `ctest -j` gets a directory of its own.
+    char dir[] = "/tmp/e3_ompi_XXXXXX";
+    if (::mkdtemp(dir)) {
+      session_dir_ = dir;
+      ::setenv("OMPI_MCA_orte_tmpdir_base", dir, 1);
+    }
+    env_ = std::make_unique<e3::parallel::MpiEnv>(nullptr, nullptr, e3::Environment::of_process());
   }
-  void TearDown() override { env_.reset(); }
+  void TearDown() override {
+    env_.reset();
+    std::error_code ignored;
+    if (!session_dir_.empty()) std::filesystem::remove_all(session_dir_, ignored);
+  }
 
  private:
   static inline std::unique_ptr<e3::parallel::MpiEnv> env_;
+  static inline std::string session_dir_;
 };
 [[maybe_unused]] ::testing::Environment* const kOneRankMpi = ::testing::AddGlobalTestEnvironment(new OneRankMpi);
 

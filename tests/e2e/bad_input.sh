@@ -132,12 +132,17 @@ run 1 --model "$model" --data "$work/long.jsonl" --out "$work/out_threads" --bac
 grep -q "capture ids \[2, 4, 5\]" "$LOG" || { cat "$LOG"; fail "--layers 2 --layers \"4, 5\" is not [2, 4, 5]"; }
 grep -q "warning: --threads $((cores + 1)) on each of the 1 rank of this node is $((cores + 1)) threads for $cores cores" "$LOG" ||
   { cat "$LOG"; fail "no warning for more threads than cores"; }
-# A launcher that bound the process to one of the machine's CPUs (Open MPI's mpirun does so for
-# one or two ranks): a warning naming the binding and the way out; started directly, none.
-if [ "$cores" -ge 2 ]; then
-  taskset -c 0 "$E3_BIN" verify "$work/out_threads" > "$work/bound.log" 2>&1 || { cat "$work/bound.log"; fail "verify on one CPU failed"; }
-  grep -q "warning: this rank may run on 1 of the machine's $cores CPUs, where its share (1 rank on this node) is $cores: .*--bind-to none" \
+# A launcher that bound the process to one of the job's CPUs (Open MPI's mpirun does so for one
+# or two ranks): a warning naming the binding and the way out; started directly, none.
+if [ "$(nproc)" -ge 2 ] && command -v taskset > /dev/null; then
+  first_cpu=$(taskset -pc $$ | sed 's/.*: //' | cut -d, -f1 | cut -d- -f1)
+  taskset -c "$first_cpu" "$E3_BIN" verify "$work/out_threads" > "$work/bound.log" 2>&1 ||
+    { cat "$work/bound.log"; fail "verify on one CPU failed"; }
+  grep -q "warning: this rank may run on 1 of the [0-9]* CPUs this job has on the node, where its share (1 rank on the node) is [0-9]*: .*--bind-to none" \
     "$work/bound.log" || { cat "$work/bound.log"; fail "no warning for a process bound to one CPU"; }
   "$E3_BIN" verify "$work/out_threads" > "$work/unbound.log" 2>&1 || { cat "$work/unbound.log"; fail "verify failed"; }
-  if grep -q "may run on" "$work/unbound.log"; then cat "$work/unbound.log"; fail "a warning for a process on every CPU"; fi
+  # Where this script itself runs on fewer CPUs than are online (under taskset), the warning may be right.
+  if [ "$(nproc)" -eq "$(getconf _NPROCESSORS_ONLN)" ] && grep -q "may run on" "$work/unbound.log"; then
+    cat "$work/unbound.log"; fail "a warning for a process on every CPU"
+  fi
 fi

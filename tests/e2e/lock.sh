@@ -23,7 +23,9 @@ no_lock_left() {  # no_lock_left DIR WHAT
 start() {
   local name=$1 out=$2
   shift 2
-  $E3_MPIRUN -np 2 "$E3_BIN" "${args[@]}" "$@" --out "$out" > "$work/$name.log" 2>&1 &
+  # Each job its own session directory of Open MPI's (lib.sh says why).
+  OMPI_MCA_orte_tmpdir_base=$OMPI_MCA_orte_tmpdir_base/$name \
+    $E3_MPIRUN -np 2 "$E3_BIN" "${args[@]}" "$@" --out "$out" > "$work/$name.log" 2>&1 &
   launcher=$!
   for _ in $(seq 1 1200); do
     grep -q "info: plan:" "$work/$name.log" && break

@@ -18,7 +18,9 @@ run 2 "${args[@]}" --out "$work/reference"
 
 # Two parts at once into one directory.
 set +e
-$E3_MPIRUN -np 2 "$E3_BIN" "${args[@]}" --out "$work/shared" --part 0/2 > "$work/part0.log" 2>&1 &
+# Each launch its own session directory of Open MPI's (lib.sh says why).
+OMPI_MCA_orte_tmpdir_base=$OMPI_MCA_orte_tmpdir_base/part0 \
+  $E3_MPIRUN -np 2 "$E3_BIN" "${args[@]}" --out "$work/shared" --part 0/2 > "$work/part0.log" 2>&1 &
 p0=$!
 $E3_MPIRUN -np 2 "$E3_BIN" "${args[@]}" --out "$work/shared" --part 1/2 > "$work/part1.log" 2>&1
 rc1=$?

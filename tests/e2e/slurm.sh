@@ -124,10 +124,17 @@ for s in 1node nodes; do
 done
 # srun without the MPI plugin this Open MPI speaks starts each task as an MPI world of its own;
 # srun's own count of tasks stops every one of them before it runs the whole job alone.
+# (exec keeps the subshell's pid, which srun would give as SLURM_TASK_PID.)
 rc=0
-SLURM_SRUN_COMM_PORT=4242 SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=0 "$E3_BIN" --model "$model" --data "$work/small.jsonl" \
-  --out "$work/no_plugin" "${flags[@]}" > "$work/no_plugin.log" 2>&1 || rc=$?
+(export SLURM_SRUN_COMM_PORT=4242 SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=0 SLURM_TASK_PID=$BASHPID
+  exec "$E3_BIN" --model "$model" --data "$work/small.jsonl" --out "$work/no_plugin" "${flags[@]}") \
+  > "$work/no_plugin.log" 2>&1 || rc=$?
 [ "$rc" -eq 8 ] && grep -q "the launcher started 2 processes, but MPI made this one a world of its own.*srun --mpi=pmix" \
   "$work/no_plugin.log" && [ ! -e "$work/no_plugin" ] ||
   { cat "$work/no_plugin.log"; fail "a task srun started without an MPI plugin ran alone (exit $rc)"; }
+# The same variables in a program run from a shell that srun started (`srun -n 2 --pty bash`):
+# not one of srun's tasks, so it runs.
+SLURM_SRUN_COMM_PORT=4242 SLURM_STEP_NUM_TASKS=2 SLURM_TASK_PID=1 "$E3_BIN" verify "$work/one" > "$work/from_shell.log" 2>&1 ||
+  { cat "$work/from_shell.log"; fail "verify from a shell that srun started was refused"; }
+
 echo ok

@@ -17,6 +17,8 @@ struct GroupedArgs {
   const int32_t* row_offsets;
   const int32_t* tile_offsets;  // in tiles of the kernel's own row count
   int experts, n, k;
+  int32_t* tile_counter = nullptr;  // zero at launch: the warp-specialised kernel's next tile
+                                    // where its blocks take tiles in turn (WarpSpecializedCounted)
 };
 
 // Which expert's rows a block computes: blockIdx.x walks every (expert, m-tile) pair found on
@@ -58,8 +60,16 @@ struct QuantWeights {
 // E3_GEMM_VARIANT=4), or a loader warpgroup with the tensor copy engine feeding two computing
 // warpgroups over persistent tiles (grouped_gemm_sm90_ws.cu, 5, the default). Same bits.
 // WarpSpecializedShortK (6) is the warp-specialised kernel with 32-column k-tiles and 8 stages
-// for bf16 experts (quantized ones keep 64 columns).
-enum class HopperGemm { CpAsync, WarpSpecialized, WarpSpecializedShortK };
+// for bf16 experts (quantized ones keep 64 columns); WarpSpecializedSlabMajor (7) the same kernel
+// walking each expert's tiles n-tile major; WarpSpecializedCounted (8) the tiles in that order,
+// each block taking the next one from tile_counter when its loader is free.
+enum class HopperGemm { CpAsync, WarpSpecialized, WarpSpecializedShortK, WarpSpecializedSlabMajor, WarpSpecializedCounted };
+// How the warp-specialised kernel's persistent blocks walk the tiles.
+struct WsSchedule {
+  bool slab_major = false;  // each expert's tiles n-tile major
+  bool counted = false;     // from GroupedArgs::tile_counter rather than every gridDim-th
+};
+WsSchedule ws_schedule(HopperGemm kernel);
 
 // C_e = A_e W_e^T for every expert in one launch on sm_90 (wgmma). With fuse_silu, W_e is
 // [gate (N/2 rows); up (N/2 rows)] and C gets silu(gate) * up. tile_offsets must count tiles
@@ -76,8 +86,9 @@ void grouped_gemm_hopper_quantized(const GroupedArgs& g, const QuantStack& w, bo
 
 // The warp-specialised kernel itself (grouped_gemm_sm90_ws.cu), reached through the two above.
 bool grouped_gemm_ws_reads(const GroupedArgs& g);
-void grouped_gemm_ws(const GroupedArgs& g, bool fuse_silu, int64_t max_rows, cudaStream_t s, bool short_k);
+void grouped_gemm_ws(const GroupedArgs& g, bool fuse_silu, int64_t max_rows, cudaStream_t s, bool short_k,
+                     WsSchedule schedule);
 void grouped_gemm_ws_quantized(const GroupedArgs& g, const QuantWeights& qw, bool int4, bool fuse_silu,
-                               int64_t max_rows, cudaStream_t s);
+                               int64_t max_rows, WsSchedule schedule, cudaStream_t s);
 
 }  // namespace e3::kernels::cuda

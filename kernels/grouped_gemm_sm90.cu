@@ -187,9 +187,17 @@ void launch_both(const GroupedArgs& g, const QuantWeights& qw, bool fuse_silu, i
 
 int grouped_gemm_hopper_tile_rows() { return kBM; }
 
+WsSchedule ws_schedule(HopperGemm kernel) {
+  WsSchedule w;
+  w.slab_major = kernel == HopperGemm::WarpSpecializedSlabMajor || kernel == HopperGemm::WarpSpecializedCounted;
+  w.counted = kernel == HopperGemm::WarpSpecializedCounted;
+  return w;
+}
+
 void grouped_gemm_hopper(const GroupedArgs& g, bool fuse_silu, int64_t max_rows, cudaStream_t s, HopperGemm kernel) {
   if (kernel != HopperGemm::CpAsync && grouped_gemm_ws_reads(g))
-    return grouped_gemm_ws(g, fuse_silu, max_rows, s, kernel == HopperGemm::WarpSpecializedShortK);
+    return grouped_gemm_ws(g, fuse_silu, max_rows, s, kernel == HopperGemm::WarpSpecializedShortK,
+                           ws_schedule(kernel));
   launch_both<kBf16>(g, QuantWeights{}, fuse_silu, max_rows, s);
 }
 
@@ -219,7 +227,7 @@ void grouped_gemm_hopper_quantized(const GroupedArgs& g, const QuantStack& w, bo
   qw.f32_scale = w.scale_type == ScaleType::F32;
   const bool int4 = w.format == QuantStack::Format::Int4Group;
   if (kernel != HopperGemm::CpAsync && grouped_gemm_ws_reads(g))
-    return grouped_gemm_ws_quantized(g, qw, int4, fuse_silu, max_rows, s);
+    return grouped_gemm_ws_quantized(g, qw, int4, fuse_silu, max_rows, ws_schedule(kernel), s);
   if (int4) launch_both<kInt4>(g, qw, fuse_silu, max_rows, s);
   else launch_both<kFp8>(g, qw, fuse_silu, max_rows, s);
 }

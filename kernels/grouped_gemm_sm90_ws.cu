@@ -1,5 +1,11 @@
 // The warp-specialised grouped expert GEMM on Hopper (sm_90a), E3_GEMM_VARIANT=5 and the
-// default there. One persistent block per SM walks the (expert m-tile, n-tile) pairs.
+// default there. One persistent block per SM walks the (expert m-tile, n-tile) pairs: within
+// each expert m-tile major (the n-tiles that share an A tile side by side), or with
+// E3_GEMM_VARIANT=7 n-tile major (the m-tiles that share a B slab, the expert's weights, side by
+// side, so that they read it from L2 at about the same time rather than each from device memory),
+// and with E3_GEMM_VARIANT=8 in that order from a counter: each block takes the next tile when its
+// loader is free, so the tiles in flight stay a window of consecutive ones however the blocks'
+// speeds drift apart (with every gridDim-th tile, a slow block falls behind its neighbours).
 // Warpgroup 0 only loads: its first thread has the tensor copy engine bring each B tile (the
 // experts' weights, contiguous rows, so a 2-D tensor map serves every expert), while its 128
 // threads gather the A rows with cp.async (the token permutation, which the copy engine cannot
@@ -56,13 +62,14 @@ __device__ __forceinline__ void compute_barrier() { asm volatile("bar.sync 1, %0
 template <bool FUSE_SILU, int QB, bool A_TMA, int BK>
 __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_ws_kernel(const __grid_constant__ CUtensorMap b_map, const __grid_constant__ CUtensorMap a_map,
-                           GroupedArgs g, QuantWeights qw, int n_tiles) {
+                           GroupedArgs g, QuantWeights qw, int n_tiles, WsSchedule schedule) {
 #ifdef E3_WGMMA
   using S = Smem<QB, BK>;
   constexpr int kStages = S::kStages, kABytes = S::kABytes;
   extern __shared__ unsigned char raw_smem[];
   __shared__ alignas(8) uint64_t full_bar[kStages], empty_bar[kStages], ring_full[kTileRing], ring_empty[kTileRing];
   __shared__ int4 ring[kTileRing];  // expert (-1: no more tiles), row0, rows, n0
+  __shared__ int taken[2];          // the loader's tiles from the counter, by parity
   const uint32_t raw = smem_addr(raw_smem);
   const uint32_t base = (raw + 1023u) & ~1023u;
   unsigned char* smem = raw_smem + (base - raw);
@@ -95,13 +102,26 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint32_t phase = 0;
     const int total = g.tile_offsets[g.experts] * n_tiles;
     int expert = 0;
-    for (int t = blockIdx.x, j = 0;; t += gridDim.x, ++j) {
+    // A block's tiles only move forward, from the counter too.
+    auto next_tile = [&](int t, int j) {
+      if (!schedule.counted) return j == 0 ? static_cast<int>(blockIdx.x) : t + static_cast<int>(gridDim.x);
+      if (tid == 0) taken[j & 1] = atomicAdd(g.tile_counter, 1);
+      asm volatile("bar.sync 2, %0;\n" ::"n"(kLoaderThreads) : "memory");
+      return taken[j & 1];
+    };
+    for (int j = 0, t = next_tile(0, 0);; t = next_tile(t, ++j)) {
+      // Expert e's tiles are t in [tile_offsets[e], tile_offsets[e + 1]) * n_tiles whatever the
+      // order inside.
       ExpertTile et;
-      const int m_tile = t / n_tiles, n0 = (t % n_tiles) * per_block;
+      int n0 = 0;
       if (t < total) {
-        while (g.tile_offsets[expert + 1] <= m_tile) ++expert;
+        while (g.tile_offsets[expert + 1] * n_tiles <= t) ++expert;
+        const int local = t - g.tile_offsets[expert] * n_tiles;
+        const int m_tiles = g.tile_offsets[expert + 1] - g.tile_offsets[expert];
+        const int m_local = schedule.slab_major ? local % m_tiles : local / n_tiles;
+        n0 = (schedule.slab_major ? local / m_tiles : local % n_tiles) * per_block;
         et.expert = expert;
-        et.row0 = g.row_offsets[expert] + (m_tile - g.tile_offsets[expert]) * kBM;
+        et.row0 = g.row_offsets[expert] + m_local * kBM;
         et.rows = min(kBM, g.row_offsets[expert + 1] - et.row0);
       }
       if (tid == 0) {
@@ -270,7 +290,7 @@ CUtensorMap tile_map(const void* data, bool bf16_elements, uint64_t inner, uint6
 
 template <bool FUSE, int QB, bool A_TMA, int BK>
 void launch(const GroupedArgs& g, const QuantWeights& qw, const CUtensorMap& b_map, const CUtensorMap& a_map,
-            int64_t max_rows, cudaStream_t s) {
+            int64_t max_rows, WsSchedule schedule, cudaStream_t s) {
   constexpr size_t smem = Smem<QB, BK>::kBytes;
   auto* kernel = grouped_gemm_ws_kernel<FUSE, QB, A_TMA, BK>;
   E3_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
@@ -281,7 +301,7 @@ void launch(const GroupedArgs& g, const QuantWeights& qw, const CUtensorMap& b_m
   E3_CUDA_CHECK(cudaGetDevice(&device));
   E3_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const unsigned blocks = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(max_tiles, sms)));
-  kernel<<<blocks, kThreads, smem, s>>>(b_map, a_map, g, qw, n_tiles);
+  kernel<<<blocks, kThreads, smem, s>>>(b_map, a_map, g, qw, n_tiles, schedule);
   E3_CUDA_LAUNCH_CHECK("grouped_gemm_ws");
 }
 
@@ -289,15 +309,15 @@ void launch(const GroupedArgs& g, const QuantWeights& qw, const CUtensorMap& b_m
 // copy engine; only the gate/up GEMM fuses the silu.
 template <int QB, int BK>
 void launch_any(const GroupedArgs& g, const QuantWeights& qw, const CUtensorMap& b_map, bool fuse_silu,
-                int64_t max_rows, cudaStream_t s) {
+                int64_t max_rows, WsSchedule schedule, cudaStream_t s) {
   if (!g.a_rows && !fuse_silu) {
     const CUtensorMap a_map = tile_map(g.a, true, static_cast<uint64_t>(g.k), static_cast<uint64_t>(max_rows),
                                        static_cast<uint64_t>(g.lda) * 2, BK);
-    return launch<false, QB, true, BK>(g, qw, b_map, a_map, max_rows, s);
+    return launch<false, QB, true, BK>(g, qw, b_map, a_map, max_rows, schedule, s);
   }
   const CUtensorMap none{};
-  if (fuse_silu) launch<true, QB, false, BK>(g, qw, b_map, none, max_rows, s);
-  else launch<false, QB, false, BK>(g, qw, b_map, none, max_rows, s);
+  if (fuse_silu) launch<true, QB, false, BK>(g, qw, b_map, none, max_rows, schedule, s);
+  else launch<false, QB, false, BK>(g, qw, b_map, none, max_rows, schedule, s);
 }
 
 }  // namespace
@@ -308,22 +328,26 @@ bool grouped_gemm_ws_reads(const GroupedArgs& g) {
          reinterpret_cast<uintptr_t>(g.a) % 16 == 0;
 }
 
-void grouped_gemm_ws(const GroupedArgs& g, bool fuse_silu, int64_t max_rows, cudaStream_t s, bool short_k) {
+void grouped_gemm_ws(const GroupedArgs& g, bool fuse_silu, int64_t max_rows, cudaStream_t s, bool short_k,
+                     WsSchedule schedule) {
   E3_REQUIRE(grouped_gemm_ws_reads(g), ErrorKind::Internal, "grouped_gemm_ws: unaligned operands");
+  E3_REQUIRE(!schedule.counted || g.tile_counter, ErrorKind::Internal, "grouped_gemm_ws: no tile counter");
   const uint64_t k = static_cast<uint64_t>(g.k), rows = static_cast<uint64_t>(g.experts) * g.n;
   if (short_k) return launch_any<kBf16, 32>(g, QuantWeights{}, tile_map(g.w, true, k, rows, k * 2, 32), fuse_silu,
-                                           max_rows, s);
-  launch_any<kBf16, kTileK>(g, QuantWeights{}, tile_map(g.w, true, k, rows, k * 2, kTileK), fuse_silu, max_rows, s);
+                                           max_rows, schedule, s);
+  launch_any<kBf16, kTileK>(g, QuantWeights{}, tile_map(g.w, true, k, rows, k * 2, kTileK), fuse_silu, max_rows,
+                            schedule, s);
 }
 
 void grouped_gemm_ws_quantized(const GroupedArgs& g, const QuantWeights& qw, bool int4, bool fuse_silu,
-                               int64_t max_rows, cudaStream_t s) {
+                               int64_t max_rows, WsSchedule schedule, cudaStream_t s) {
   E3_REQUIRE(grouped_gemm_ws_reads(g), ErrorKind::Internal, "grouped_gemm_ws_quantized: unaligned operands");
+  E3_REQUIRE(!schedule.counted || g.tile_counter, ErrorKind::Internal, "grouped_gemm_ws_quantized: no tile counter");
   const uint32_t box = int4 ? packed_row_bytes<kInt4>() : packed_row_bytes<kFp8>();
   const uint64_t bytes = static_cast<uint64_t>(qw.row_bytes);
   const CUtensorMap b_map = tile_map(qw.q, false, bytes, static_cast<uint64_t>(g.experts) * g.n, bytes, box);
-  if (int4) launch_any<kInt4, kTileK>(g, qw, b_map, fuse_silu, max_rows, s);
-  else launch_any<kFp8, kTileK>(g, qw, b_map, fuse_silu, max_rows, s);
+  if (int4) launch_any<kInt4, kTileK>(g, qw, b_map, fuse_silu, max_rows, schedule, s);
+  else launch_any<kFp8, kTileK>(g, qw, b_map, fuse_silu, max_rows, schedule, s);
 }
 
 }  // namespace e3::kernels::cuda

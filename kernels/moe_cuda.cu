@@ -170,7 +170,8 @@ __global__ void chunk_count_kernel(const int32_t* ids, int64_t pairs, int first,
 }
 
 // One block, a thread per local expert: each expert's first row and first tile (of bm rows),
-// and in place of the chunk counts each chunk's first row for the expert.
+// and in place of the chunk counts each chunk's first row for the expert. The two tile counters
+// after the tile offsets start at zero (the warp-specialised GEMM's schedule from a counter).
 __global__ void chunk_scan_kernel(int32_t* chunk_counts, int chunks, int experts, int bm, int32_t* row_offsets,
                                   int32_t* tile_offsets) {
   extern __shared__ int expert_rows[];  // [experts]: counts, then first rows
@@ -194,6 +195,8 @@ __global__ void chunk_scan_kernel(int32_t* chunk_counts, int chunks, int experts
     }
     row_offsets[experts] = rows;
     tile_offsets[experts] = tiles;
+    tile_offsets[experts + 1] = 0;
+    tile_offsets[experts + 2] = 0;
   }
   __syncthreads();
   if (e < experts) {
@@ -427,12 +430,16 @@ void launch_grouped(const GroupedArgs& g, int64_t max_rows, cudaStream_t s) {
 }
 
 constexpr int kHopperVariant = CudaOptions::kHopperGemmVariant, kHopperWsVariant = CudaOptions::kHopperWsGemmVariant,
-              kHopperWsShortKVariant = CudaOptions::kHopperWsShortKGemmVariant;
-bool is_hopper(int variant) { return variant >= kHopperVariant && variant <= kHopperWsShortKVariant; }
+              kHopperWsShortKVariant = CudaOptions::kHopperWsShortKGemmVariant,
+              kHopperWsSlabMajorVariant = CudaOptions::kHopperWsSlabMajorGemmVariant,
+              kHopperWsCountedVariant = CudaOptions::kHopperWsCountedGemmVariant;
+bool is_hopper(int variant) { return variant >= kHopperVariant && variant <= kHopperWsCountedVariant; }
 HopperGemm hopper_kernel(int variant) {
-  return variant == kHopperWsVariant        ? HopperGemm::WarpSpecialized
-         : variant == kHopperWsShortKVariant ? HopperGemm::WarpSpecializedShortK
-                                             : HopperGemm::CpAsync;
+  return variant == kHopperWsVariant           ? HopperGemm::WarpSpecialized
+         : variant == kHopperWsShortKVariant    ? HopperGemm::WarpSpecializedShortK
+         : variant == kHopperWsSlabMajorVariant ? HopperGemm::WarpSpecializedSlabMajor
+         : variant == kHopperWsCountedVariant   ? HopperGemm::WarpSpecializedCounted
+                                                : HopperGemm::CpAsync;
 }
 
 template <bool FUSE>
@@ -544,7 +551,7 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
   E3_CUDA_LAUNCH_CHECK("moe dispatch");
 
   const GroupedArgs gate_up{x.as<bf16>(), l.perm_token, x.stride, ex.gate_up.as<bf16>(), nullptr, l.row_offsets,
-                            l.tile_offsets, E, static_cast<int>(2 * I), static_cast<int>(H)};
+                            l.tile_offsets, E, static_cast<int>(2 * I), static_cast<int>(H), l.tile_offsets + E + 1};
   if (k.fuse_silu) {
     mark("moe_gemm_gate_up_silu");  // A rows gathered from x by token, in place; silu(g) * u in the epilogue
     GroupedArgs fused = gate_up;
@@ -568,8 +575,8 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
   }
 
   mark("moe_gemm_down");
-  const GroupedArgs down{l.act, nullptr, I, ex.down.as<bf16>(), l.y, l.row_offsets, l.tile_offsets, E,
-                         static_cast<int>(H), static_cast<int>(I)};
+  const GroupedArgs down{l.act,    nullptr, I, ex.down.as<bf16>(), l.y, l.row_offsets, l.tile_offsets, E,
+                         static_cast<int>(H), static_cast<int>(I), l.tile_offsets + E + 2};
   if (in_gemm) grouped_gemm_hopper_quantized(down, stack.down_q, false, max_rows, s, hopper_kernel(variant));
   else grouped_gemm(down, false, max_rows, s, variant);
 

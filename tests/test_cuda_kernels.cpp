@@ -384,7 +384,7 @@ TEST_F(CudaKernel, HopperGpusRunTheWgmmaGroupedGemm) {
 }
 
 TEST_F(CudaKernel, ExpertsOfOneRankMatchTheCpuTwin) {
-  // Every grouped-GEMM kernel and tile shape (4-6: the Hopper wgmma kernels), with and without
+  // Every grouped-GEMM kernel and tile shape (4-8: the Hopper wgmma kernels), with and without
   // the silu fused into its epilogue; experts with more rows than one 128-row tile, K shorter
   // than one k-tile and longer than the pipeline, N across several column tiles with a
   // partial last one.
@@ -393,6 +393,8 @@ TEST_F(CudaKernel, ExpertsOfOneRankMatchTheCpuTwin) {
     variants.push_back(CudaOptions::kHopperGemmVariant);
     variants.push_back(CudaOptions::kHopperWsGemmVariant);
     variants.push_back(CudaOptions::kHopperWsShortKGemmVariant);
+    variants.push_back(CudaOptions::kHopperWsSlabMajorGemmVariant);
+    variants.push_back(CudaOptions::kHopperWsCountedGemmVariant);
   }
   for (int variant : variants)
     for (bool unfused : {false, true}) {
@@ -534,6 +536,10 @@ TEST_F(CudaKernel, TheWarpSpecialisedGemmGivesTheCpAsyncKernelsBits) {
       EXPECT_EQ(ws, run(CudaOptions::kHopperGemmVariant, unfused, false, x, ids, w, eg, H, I));
       EXPECT_EQ(ws, run(CudaOptions::kHopperWsShortKGemmVariant, unfused, false, x, ids, w, eg, H, I))
           << "32-column k-tiles";
+      EXPECT_EQ(ws, run(CudaOptions::kHopperWsSlabMajorGemmVariant, unfused, false, x, ids, w, eg, H, I))
+          << "n-tile major";
+      EXPECT_EQ(ws, run(CudaOptions::kHopperWsCountedGemmVariant, unfused, false, x, ids, w, eg, H, I))
+          << "tiles from a counter";
     }
   }
   const int64_t H = 512, I = 704;
@@ -546,6 +552,10 @@ TEST_F(CudaKernel, TheWarpSpecialisedGemmGivesTheCpAsyncKernelsBits) {
       SCOPED_TRACE(fmt::format("format {}, unfused {}", static_cast<int>(format), unfused));
       const std::vector<float> ws = run(CudaOptions::kHopperWsGemmVariant, unfused, true, x, ids, w, eg, H, I);
       EXPECT_EQ(ws, run(CudaOptions::kHopperGemmVariant, unfused, true, x, ids, w, eg, H, I));
+      EXPECT_EQ(ws, run(CudaOptions::kHopperWsSlabMajorGemmVariant, unfused, true, x, ids, w, eg, H, I))
+          << "n-tile major";
+      EXPECT_EQ(ws, run(CudaOptions::kHopperWsCountedGemmVariant, unfused, true, x, ids, w, eg, H, I))
+          << "tiles from a counter";
     }
   }
 }

@@ -1,0 +1,90 @@
+#!/bin/bash
+# Tenth session (2026-12-05), issue 21 item 4: how the warp-specialised grouped GEMM's persistent
+# blocks walk the tiles. Variant 5 (each expert's tiles m-tile major, every gridDim-th tile per
+# block) against 7 (n-tile major: the m-tiles that share a slab of the expert's weights side by
+# side) and 8 (7 with each block taking its next tile from a counter), in the same call:
+#   unit     the CUDA kernel tests (every variant's bits against the cp.async kernel's)
+#   bench    compute-only tok/s and MFU of both MoE shapes, two rounds of 5, 7, 8
+#   quant    kimi_k2_3layer with INT4 and FP8 experts converted in the GEMM, 5 against the best
+#   profile  E3_PROFILE=1 (GPU time per op) of kimi_k2_3layer, 5, 7 and 8
+#   ncu      device-memory bytes and L2 hit rate of one gate/up and one down launch of
+#            kimi_k2_3layer, 5 against 8 (ncu --clock-control none: the clocks are left alone)
+#   hf       hf_baseline.py on both shapes
+# Carry build-gpu/pack (carry.tar.xz of carry/{new,e3_unit_tests,lib,configs,hf_baseline.py}).
+set -uo pipefail
+STAGES=${*:-unit bench quant profile ncu hf}
+C=$PWD/build-gpu/carry
+export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
+LOG=$OUT/issue21_call32.log
+VARIANTS=${VARIANTS:-5 7 8}
+say() { echo "$*" | tee -a "$LOG"; }
+fields() { grep -oE '"(tokens_per_s|mfu|matmul_ceiling_tflops|matmul_ceiling_after_tflops)":[0-9.]+' "$1" | tr '\n' ' '; }
+say "== $(date -u) $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader)"
+bench() {  # NAME CONFIG [env...] -- [args...]
+  local name=$1 config=$2; shift 2
+  local envs=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  [ "${1:-}" = "--" ] && shift
+  env "${envs[@]}" timeout 240 "$C/new" bench --config "$config" --batch 8 --seq 2048 --iters 5 --warmup 2 "$@" \
+    > "$OUT/logs/bench_$name.log" 2>&1
+  say "$(date -u +%T) $name rc $?: $(fields "$OUT/logs/bench_$name.log")"
+}
+if [[ " $STAGES " == *" unit "* ]]; then
+  timeout 400 "$C/e3_unit_tests" --gtest_filter='Cuda*:StorageCodec*:CublasLt*:MoeScratch*' > "$OUT/logs/unit.log" 2>&1
+  say "unit rc $?: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/logs/unit.log" | tr '\n' ' ')"
+  grep -E "^\[  FAILED|Failure" "$OUT/logs/unit.log" | head -20 | tee -a "$LOG"
+fi
+if [[ " $STAGES " == *" bench "* ]]; then
+  for s in kimi_k2_3layer deepseek_v2_lite_shape; do
+    for round in 1 2; do
+      for v in $VARIANTS; do bench "${s}_v${v}_r$round" "$C/configs/$s.json" E3_GEMM_VARIANT=$v; done
+    done
+  done
+fi
+if [[ " $STAGES " == *" quant "* ]]; then
+  python3 - "$C/configs" <<'PY'
+import json, sys
+d = sys.argv[1]
+c = json.load(open(f"{d}/kimi_k2_3layer.json"))
+w = {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 32}
+c["quantization_config"] = {"quant_method": "compressed-tensors", "format": "pack-quantized",
+                            "config_groups": {"group_0": {"targets": ["Linear"], "weights": w, "input_activations": None}}}
+json.dump(c, open("/tmp/kimi_k2_3layer_int4.json", "w"))
+c["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+json.dump(c, open("/tmp/kimi_k2_3layer_fp8.json", "w"))
+PY
+  for q in int4 fp8; do
+    for v in $VARIANTS; do bench "kimi_${q}_gemm_v$v" /tmp/kimi_k2_3layer_$q.json E3_GEMM_VARIANT=$v -- --expert-dequant gemm; done
+  done
+fi
+if [[ " $STAGES " == *" profile "* ]]; then
+  for v in $VARIANTS; do
+    bench "kimi_v${v}_profile" "$C/configs/kimi_k2_3layer.json" E3_GEMM_VARIANT=$v E3_PROFILE=1
+    grep -iE "moe_gemm|total" "$OUT/logs/bench_kimi_v${v}_profile.log" | head -6 | sed 's/^/   /' | tee -a "$LOG"
+  done
+fi
+if [[ " $STAGES " == *" ncu "* ]]; then
+  if command -v ncu > /dev/null; then
+    for v in 5 8; do
+      # A step of kimi_k2_3layer launches the gate/up and the down GEMM of each MoE layer: skip the
+      # first step's, then one gate/up and one down.
+      E3_GEMM_VARIANT=$v timeout 300 ncu --clock-control none --kernel-name regex:grouped_gemm_ws --launch-skip 4 \
+        --launch-count 2 --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+        "$C/new" bench --config "$C/configs/kimi_k2_3layer.json" --batch 8 --seq 2048 --iters 1 --warmup 1 \
+        > "$OUT/logs/ncu_v$v.log" 2>&1
+      say "ncu v$v rc $?:"
+      grep -E "grouped_gemm_ws|gpu__time|dram__|lts__|sm__throughput" "$OUT/logs/ncu_v$v.log" | sed 's/^ */   /' | cut -c1-150 | tee -a "$LOG"
+    done
+  else
+    say "no ncu here"
+  fi
+fi
+if [[ " $STAGES " == *" hf "* ]]; then
+  for s in kimi_k2_3layer deepseek_v2_lite_shape; do
+    timeout 300 python3 "$C/hf_baseline.py" "$C/configs/$s.json" > "$OUT/logs/hf_$s.log" 2>&1
+    say "$(date -u +%T) HF $s rc $?: $(tail -1 "$OUT/logs/hf_$s.log")"
+  done
+fi
+say "== done $(date -u)"
+tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"

@@ -482,7 +482,9 @@ void moe_route(Tensor logits, const Tensor* correction_bias, const RouterParams&
 int resolve_gemm_variant(int requested, bool hopper_available) {
   E3_REQUIRE(!is_hopper(requested) || hopper_available, ErrorKind::Usage,
              "E3_GEMM_VARIANT={} asks for an sm_90a grouped GEMM, which this GPU or build lacks", requested);
-  if (requested == CudaOptions::kAutoGemmVariant) return hopper_available ? kHopperWsVariant : 0;
+  // The counted n-tile-major walk keeps the m-tiles that share a weight slab in flight together, so
+  // the slab comes from L2 rather than device memory (docs/PERFORMANCE.md, tenth session).
+  if (requested == CudaOptions::kAutoGemmVariant) return hopper_available ? kHopperWsCountedVariant : 0;
   return requested;
 }
 

@@ -1,0 +1,83 @@
+#!/bin/bash
+# Tenth session (2026-12-05), issue 21 item 4, after making the counted n-tile-major walk
+# (E3_GEMM_VARIANT=8) the default on Hopper:
+#   unit    the CUDA kernel tests (every variant's bits against the cp.async kernel's)
+#   golden  the CUDA backend in bf16 against HF's references, every repository case at TP 1,
+#           with the new default
+#   bench   compute-only tok/s and MFU: the three shapes at the default, kimi_k2_3layer and
+#           deepseek_v2_lite_shape at 5 as well, two rounds
+#   quant   kimi_k2_3layer with INT4 and FP8 experts: --expert-dequant gemm against scratch
+#   hf      hf_baseline.py on the three shapes
+# Carry build-gpu/pack (carry.tar.xz of carry/{new,e3_unit_tests,golden_check,lib,configs,hf_baseline.py}).
+set -uo pipefail
+STAGES=${*:-unit golden bench quant hf}
+C=$PWD/build-gpu/carry
+export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
+LOG=$OUT/issue21_call33.log
+say() { echo "$*" | tee -a "$LOG"; }
+fields() { grep -oE '"(tokens_per_s|mfu|matmul_ceiling_tflops|matmul_ceiling_after_tflops)":[0-9.]+' "$1" | tr '\n' ' '; }
+say "== $(date -u) $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader)"
+bench() {  # NAME CONFIG [env...] -- [args...]
+  local name=$1 config=$2; shift 2
+  local envs=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  [ "${1:-}" = "--" ] && shift
+  env "${envs[@]}" timeout 240 "$C/new" bench --config "$config" --batch 8 --seq 2048 --iters 5 --warmup 2 "$@" \
+    > "$OUT/logs/bench_$name.log" 2>&1
+  say "$(date -u +%T) $name rc $?: $(fields "$OUT/logs/bench_$name.log")"
+}
+mkdir -p build/bin
+ln -sfn "$C/lib" build/lib-gpu
+if [[ " $STAGES " == *" unit "* ]]; then
+  timeout 400 "$C/e3_unit_tests" --gtest_filter='Cuda*:StorageCodec*:CublasLt*:MoeScratch*' > "$OUT/logs/unit.log" 2>&1
+  say "unit rc $?: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/logs/unit.log" | tr '\n' ' ')"
+  grep -E "^\[  FAILED|Failure" "$OUT/logs/unit.log" | head -20 | tee -a "$LOG"
+fi
+if [[ " $STAGES " == *" golden "* ]]; then
+  export E3_BIN=$C/new E3_GOLDEN_CHECK=$C/golden_check E3_MPIRUN="mpirun --allow-run-as-root --oversubscribe"
+  export E3_GOLDEN_DIR=$PWD/tests/golden E3_SHARED_GOLDEN_DIR=/nonexistent E3_WORK=/tmp/e2e_work E3_PYTHON=python3
+  jobs=()
+  for c in tiny_llama_default llama_linear_bias s_llama_yarn_params s_qwen2_yarn s_qwen3_kv1_bias s_mistral_swa s_qwen3_fp8_bf16scale; do
+    jobs+=("$c 1 dense"); done
+  for c in s_dsv3_group s_dsv3_noqlora_yarn s_dsv2_greedy s_dsv2_grouped s_qwen3_moe_a s_qwen3_moe_b s_kimi_thinking_int4 s_glm45_noqk_r25 s_glm45_air_r75; do
+    jobs+=("$c 1 moe"); done
+  printf '%s\n' "${jobs[@]}" | timeout 300 xargs -P 4 -L 1 bash -c \
+    'if bash tests/e2e/golden_cuda.sh "$0" "$1" "$2" > /tmp/golden_$0_$1.log 2>&1; then echo "PASS $0 tp$1 $2: $(grep -h "^ok" /tmp/golden_$0_$1.log | tr "\n" " ")"; else echo "FAIL $0 tp$1 $2: $(grep -h "FAIL\|critical\|rror" /tmp/golden_$0_$1.log | head -3 | tr "\n" " ")"; fi' \
+    | sort > "$OUT/logs/golden.log"
+  say "golden: $(grep -c ^PASS "$OUT/logs/golden.log") passed, $(grep -c ^FAIL "$OUT/logs/golden.log") failed"
+  grep ^FAIL "$OUT/logs/golden.log" | tee -a "$LOG"
+fi
+if [[ " $STAGES " == *" bench "* ]]; then
+  for round in 1 2; do
+    bench "llama3_8b_r$round" "$C/configs/llama3_8b.json"
+    for s in kimi_k2_3layer deepseek_v2_lite_shape; do
+      bench "${s}_default_r$round" "$C/configs/$s.json"
+      bench "${s}_v5_r$round" "$C/configs/$s.json" E3_GEMM_VARIANT=5
+    done
+  done
+fi
+if [[ " $STAGES " == *" quant "* ]]; then
+  python3 - "$C/configs" <<'PY'
+import json, sys
+d = sys.argv[1]
+c = json.load(open(f"{d}/kimi_k2_3layer.json"))
+w = {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 32}
+c["quantization_config"] = {"quant_method": "compressed-tensors", "format": "pack-quantized",
+                            "config_groups": {"group_0": {"targets": ["Linear"], "weights": w, "input_activations": None}}}
+json.dump(c, open("/tmp/kimi_k2_3layer_int4.json", "w"))
+c["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+json.dump(c, open("/tmp/kimi_k2_3layer_fp8.json", "w"))
+PY
+  for q in int4 fp8; do
+    for m in gemm scratch; do bench "kimi_${q}_$m" /tmp/kimi_k2_3layer_$q.json -- --expert-dequant $m; done
+  done
+fi
+if [[ " $STAGES " == *" hf "* ]]; then
+  for s in llama3_8b deepseek_v2_lite_shape kimi_k2_3layer; do
+    timeout 300 python3 "$C/hf_baseline.py" "$C/configs/$s.json" > "$OUT/logs/hf_$s.log" 2>&1
+    say "$(date -u +%T) HF $s rc $?: $(tail -1 "$OUT/logs/hf_$s.log" | cut -c1-400)"
+  done
+fi
+say "== done $(date -u)"
+tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"

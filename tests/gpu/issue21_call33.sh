@@ -7,10 +7,13 @@
 #   bench   compute-only tok/s and MFU: the three shapes at the default, kimi_k2_3layer and
 #           deepseek_v2_lite_shape at 5 as well, two rounds
 #   quant   kimi_k2_3layer with INT4 and FP8 experts: --expert-dequant gemm against scratch
+#   qncu    why quantized experts run below bf16 ones: ncu's speed-of-light, warp-state and
+#           shared-memory figures for one INT4 and one FP8 gate/up launch of kimi_k2_3layer, and
+#           one bf16 one (ncu --clock-control none: the clocks are left alone)
 #   hf      hf_baseline.py on the three shapes
 # Carry build-gpu/pack (carry.tar.xz of carry/{new,e3_unit_tests,golden_check,lib,configs,hf_baseline.py}).
 set -uo pipefail
-STAGES=${*:-unit golden bench quant hf}
+STAGES=${*:-unit golden bench quant qncu hf}
 C=$PWD/build-gpu/carry
 export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
@@ -27,6 +30,18 @@ bench() {  # NAME CONFIG [env...] -- [args...]
     > "$OUT/logs/bench_$name.log" 2>&1
   say "$(date -u +%T) $name rc $?: $(fields "$OUT/logs/bench_$name.log")"
 }
+# kimi_k2_3layer with INT4 (compressed-tensors, groups of 32) and FP8 (128 x 128 blocks) experts
+python3 - "$C/configs" <<'PY'
+import json, sys
+d = sys.argv[1]
+c = json.load(open(f"{d}/kimi_k2_3layer.json"))
+w = {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 32}
+c["quantization_config"] = {"quant_method": "compressed-tensors", "format": "pack-quantized",
+                            "config_groups": {"group_0": {"targets": ["Linear"], "weights": w, "input_activations": None}}}
+json.dump(c, open("/tmp/kimi_k2_3layer_int4.json", "w"))
+c["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+json.dump(c, open("/tmp/kimi_k2_3layer_fp8.json", "w"))
+PY
 mkdir -p build/bin
 ln -sfn "$C/lib" build/lib-gpu
 if [[ " $STAGES " == *" unit "* ]]; then
@@ -58,20 +73,26 @@ if [[ " $STAGES " == *" bench "* ]]; then
   done
 fi
 if [[ " $STAGES " == *" quant "* ]]; then
-  python3 - "$C/configs" <<'PY'
-import json, sys
-d = sys.argv[1]
-c = json.load(open(f"{d}/kimi_k2_3layer.json"))
-w = {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 32}
-c["quantization_config"] = {"quant_method": "compressed-tensors", "format": "pack-quantized",
-                            "config_groups": {"group_0": {"targets": ["Linear"], "weights": w, "input_activations": None}}}
-json.dump(c, open("/tmp/kimi_k2_3layer_int4.json", "w"))
-c["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
-json.dump(c, open("/tmp/kimi_k2_3layer_fp8.json", "w"))
-PY
   for q in int4 fp8; do
     for m in gemm scratch; do bench "kimi_${q}_$m" /tmp/kimi_k2_3layer_$q.json -- --expert-dequant $m; done
   done
+fi
+if [[ " $STAGES " == *" qncu "* ]]; then
+  if command -v ncu > /dev/null; then
+    for q in bf16 int4 fp8; do
+      cfg=/tmp/kimi_k2_3layer_$q.json; [ $q = bf16 ] && cfg=$C/configs/kimi_k2_3layer.json
+      # skip the first step's four expert GEMMs (2 MoE layers x gate/up, down), then one gate/up
+      timeout 240 ncu --clock-control none --kernel-name regex:grouped_gemm_ws --launch-skip 4 --launch-count 1 \
+        --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+        --metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,smsp__inst_executed.sum \
+        "$C/new" bench --config "$cfg" --batch 8 --seq 2048 --iters 1 --warmup 1 > "$OUT/logs/qncu_$q.log" 2>&1
+      say "qncu $q rc $?:"
+      grep -E "Duration|Throughput|Stall|stall|Pipe|Busy|bank|wavefronts|inst_executed|Warp Cycles|Issued" "$OUT/logs/qncu_$q.log" \
+        | sed 's/^ */   /' | cut -c1-160 | head -60 | tee -a "$LOG"
+    done
+  else
+    say "no ncu here"
+  fi
 fi
 if [[ " $STAGES " == *" hf "* ]]; then
   for s in llama3_8b deepseek_v2_lite_shape kimi_k2_3layer; do

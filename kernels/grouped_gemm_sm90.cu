@@ -48,6 +48,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_wgmma_kernel(Grouped
   const bf16* a_src[kAPer];
   const bf16* b_src[kBPer];
   const int64_t q_row = QB != kBf16 ? quant_row<FUSE_SILU>(g, qw, e, n0, tid) : -1;  // thread t converts B-tile row t
+  const int64_t s_row = scale_row<QB>(qw, q_row);
 #pragma unroll
   for (int j = 0; j < kAPer; ++j) {
     const int r = tid / 8 + j * (kThreads / 8);
@@ -115,10 +116,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_wgmma_kernel(Grouped
     cp_async_commit();
   }
   // The scales are read one step ahead, so that their latency hides behind a step.
-  RowScales scales_next = fetch_scales<QB>(qw, q_row, 0);
+  RowScales scales_next = fetch_scales<QB>(qw, s_row, 0);
   for (int kt = 0; kt < k_tiles; ++kt) {
     const RowScales scales = scales_next;
-    if (QB != kBf16 && kt + 1 < k_tiles) scales_next = fetch_scales<QB>(qw, q_row, kt + 1);
+    if (QB != kBf16 && kt + 1 < k_tiles) scales_next = fetch_scales<QB>(qw, s_row, kt + 1);
     cp_async_wait<kStages - 3>();
     fence_async_shared();  // cp.async writes -> tensor-core reads
     __syncthreads();

@@ -20,8 +20,9 @@
 // stage). Every output element sums its
 // k-tiles in the same order as grouped_gemm_sm90.cu, so both kernels give the same bits.
 //
-// With quantized experts (INT4 or FP8) a stage carries the packed bytes; each computing thread
-// converts one B row into one of three bf16 tiles while the previous step's wgmma runs.
+// With quantized experts (INT4 or FP8) a stage carries the packed bytes (swizzled, so that reading
+// them meets no bank conflicts); each computing thread converts one B row into one of three bf16
+// tiles while the previous step's wgmma runs.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
@@ -194,7 +195,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     auto convert_next = [&](int64_t q_row, const RowScales& sc) {
       wait_full();
       const unsigned char* packed = smem + stage * S::kStage + kABytes + ctid * kPackedRow;
-      convert_row<QB>(packed, smem + (converted - base) + cbuf * kBBytes, ctid, q_row >= 0, sc);
+      convert_row<QB, true>(packed, smem + (converted - base) + cbuf * kBBytes, ctid, q_row >= 0, sc);
       fence_async_shared();
       compute_barrier();
     };
@@ -211,10 +212,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       et.rows = info.z;
       const int n0 = info.w;
       const int64_t q_row = QB != kBf16 ? quant_row<FUSE_SILU>(g, qw, et.expert, n0, ctid) : -1;
+      const int64_t s_row = scale_row<QB>(qw, q_row);
       RowScales scales_next;
       if (QB != kBf16) {
-        convert_next(q_row, fetch_scales<QB>(qw, q_row, 0));
-        if (k_tiles > 1) scales_next = fetch_scales<QB>(qw, q_row, 1);
+        convert_next(q_row, fetch_scales<QB>(qw, s_row, 0));
+        if (k_tiles > 1) scales_next = fetch_scales<QB>(qw, s_row, 1);
       }
       float d[128];
 #pragma unroll
@@ -244,7 +246,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           cbuf = (cbuf + 1) % 3;
           if (kt + 1 < k_tiles) {
             convert_next(q_row, scales_next);
-            if (kt + 2 < k_tiles) scales_next = fetch_scales<QB>(qw, q_row, kt + 2);
+            if (kt + 2 < k_tiles) scales_next = fetch_scales<QB>(qw, s_row, kt + 2);
           }
         }
       }
@@ -259,8 +261,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // The tensor map of a [rows, inner] matrix of bf16 (boxes of box_inner (64 or 32) x 128, in the
-// 128 B or 64 B swizzle: the A and B tiles) or of packed bytes (no swizzle, boxes of box_inner
-// bytes x 128 rows), rows pitch_bytes apart. Rows past `rows` read as zeros.
+// 128 B or 64 B swizzle: the A and B tiles) or of packed bytes (boxes of box_inner (32: INT4, 64:
+// FP8) bytes x 128 rows, in the swizzle of that width, which convert_row undoes), rows pitch_bytes
+// apart. Rows past `rows` read as zeros.
 CUtensorMap tile_map(const void* data, bool bf16_elements, uint64_t inner, uint64_t rows, uint64_t pitch_bytes,
                      uint32_t box_inner) {
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
@@ -277,7 +280,7 @@ CUtensorMap tile_map(const void* data, bool bf16_elements, uint64_t inner, uint6
   const CUresult rc =
       encode(&map, bf16_elements ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
              const_cast<void*>(data), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-             !bf16_elements    ? CU_TENSOR_MAP_SWIZZLE_NONE
+             !bf16_elements    ? (box_inner == 32 ? CU_TENSOR_MAP_SWIZZLE_32B : CU_TENSOR_MAP_SWIZZLE_64B)
              : box_inner == 64 ? CU_TENSOR_MAP_SWIZZLE_128B
                                : CU_TENSOR_MAP_SWIZZLE_64B,
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B,

@@ -178,10 +178,14 @@ __device__ __forceinline__ void convert_row(const unsigned char* packed, unsigne
     const __nv_bfloat162 s_lo = __floats2bfloat162_rn(sc.s0, sc.s0), s_hi = __floats2bfloat162_rn(sc.s1, sc.s1);
 #pragma unroll
     for (int w = 0; w < 8; ++w) {
+      // Pair j of the word is nibbles 2j (low half) and 2j + 1 (high half), each under the byte
+      // 0x43: byte permutes build all four from the even and odd nibbles (17 instructions a
+      // word rather than 24 with a shift and two masks per pair).
+      const uint32_t even = words[w] & 0x0F0F0F0Fu, odd = (words[w] >> 4) & 0x0F0F0F0Fu;
+      const uint32_t pairs01 = __byte_perm(even, odd, 0x5140), pairs23 = __byte_perm(even, odd, 0x7362);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const uint32_t t = words[w] >> (8 * j);
-        const uint32_t bits = (t & 0xFu) | ((t << 12) & 0xF0000u) | 0x43004300u;
+        const uint32_t bits = __byte_perm(j < 2 ? pairs01 : pairs23, 0x43434343u, j % 2 == 0 ? 0x4140 : 0x4342);
         const __nv_bfloat162 v = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&bits), offset);
         const __nv_bfloat162 p = __hmul2(v, w < 4 ? s_lo : s_hi);
         out[4 * w + j] = *reinterpret_cast<const uint32_t*>(&p);

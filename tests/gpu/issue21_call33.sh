@@ -95,7 +95,7 @@ if [[ " $STAGES " == *" qncu "* ]]; then
   fi
 fi
 if [[ " $STAGES " == *" hf "* ]]; then
-  for s in llama3_8b deepseek_v2_lite_shape kimi_k2_3layer; do
+  for s in ${HF_SHAPES:-llama3_8b deepseek_v2_lite_shape kimi_k2_3layer}; do
     timeout 300 python3 "$C/hf_baseline.py" "$C/configs/$s.json" > "$OUT/logs/hf_$s.log" 2>&1
     say "$(date -u +%T) HF $s rc $?: $(tail -1 "$OUT/logs/hf_$s.log" | cut -c1-400)"
   done

@@ -10,7 +10,8 @@ namespace e3::kernels {
 struct CudaOptions {
   // E3_GEMM_VARIANT, the kernel behind the grouped expert GEMMs: kAutoGemmVariant (unset) =
   // the warp-specialised Hopper kernel taking tiles from a counter (8) where the sm_90a image is
-  // built for the GPU, else the portable one (0); 0 = portable BK 32 x 3 stages, 1 = BK 64 x 3, 2 = BK 32 x 4, 3 = BK 64 x 2;
+  // built for the GPU, else the portable one (0); 0 = portable BK 32 x 3 stages, 1 = BK 64 x 3,
+  // 2 = BK 32 x 4, 3 = BK 64 x 2;
   // 4 = the Hopper cp.async kernel, 5 = the warp-specialised Hopper kernel, 6 = the same with
   // 32-column k-tiles and 8 stages for bf16 experts, 7 = 5 walking each expert's tiles n-tile
   // major, 8 = 7 with each block taking the next tile from a counter (4-8 are usage errors where

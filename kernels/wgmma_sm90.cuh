@@ -116,8 +116,7 @@ __device__ __forceinline__ int64_t quant_row(const GroupedArgs& g, const QuantWe
 }
 
 // Where the scales of stack row q_row start in the scale array (-1: no row). Found once per tile,
-// so that a k-step's scales cost a 32-bit division and not the 64-bit ones (a called routine):
-// with those in every k-step, the conversion ran three times the bf16 kernel's instructions.
+// so that a k-step's scales cost a 32-bit division rather than 64-bit ones (a called routine).
 template <int QB>
 __device__ __forceinline__ int64_t scale_row(const QuantWeights& qw, int64_t q_row) {
   if (q_row < 0 || QB == kBf16) return -1;
@@ -148,20 +147,21 @@ __device__ __forceinline__ RowScales fetch_scales(const QuantWeights& qw, int64_
   return sc;
 }
 
+// Where the copy engine's 32 B (INT4) or 64 B (FP8) swizzle puts 16-byte chunk c of packed row r:
+// at chunk c ^ packed_swizzle(r). So the 8 threads of a quarter warp, reading 8 rows, meet 8
+// different bank groups; unswizzled rows 32 or 64 B apart meet 4 or 2 (two- and four-way conflicts).
+template <int QB>
+__device__ __forceinline__ int packed_swizzle(int r) {
+  return QB == kInt4 ? (r >> 2) & 1 : (r >> 1) & 3;
+}
+
 // One B row's packed bytes of a k-tile -> its 64 bf16 values as row r of a 128 B-swizzled tile:
 // bf16(q * scale), the values the dequantize kernels give. INT4 in bf16x2 arithmetic: 0x4300 |
 // nibble is the bf16 128 + nibble, minus 136 is the exact value, and one bf16 multiply rounds
 // the exact product once (it fits fp32, so this equals rounding the fp32 product). FP8 through
 // the e4m3x2 -> f16x2 conversion (exact), then the fp32 product rounded once. A row with no
 // stack row (valid false) is zeros.
-// PACKED_SWIZZLED: the packed tile came through the copy engine in the 32 B (INT4) or 64 B (FP8)
-// swizzle, the row's 16-byte chunk c at chunk c ^ packed_swizzle(r), so that the 8 threads of a
-// quarter warp, reading 8 rows, meet 8 different bank groups (unswizzled rows 32 or 64 B apart
-// meet 4 or 2: two- and four-way conflicts).
-template <int QB>
-__device__ __forceinline__ int packed_swizzle(int r) {
-  return QB == kInt4 ? (r >> 2) & 1 : (r >> 1) & 3;
-}
+// PACKED_SWIZZLED: the packed tile came through the copy engine in the swizzle of packed_swizzle.
 template <int QB, bool PACKED_SWIZZLED = false>
 __device__ __forceinline__ void convert_row(const unsigned char* packed, unsigned char* tile, int r, bool valid,
                                             const RowScales& sc) {
@@ -179,8 +179,8 @@ __device__ __forceinline__ void convert_row(const unsigned char* packed, unsigne
 #pragma unroll
     for (int w = 0; w < 8; ++w) {
       // Pair j of the word is nibbles 2j (low half) and 2j + 1 (high half), each under the byte
-      // 0x43: byte permutes build all four from the even and odd nibbles (17 instructions a
-      // word rather than 24 with a shift and two masks per pair).
+      // 0x43: byte permutes build all four from the even and odd nibbles masked once, rather than
+      // a shift and two masks per pair.
       const uint32_t even = words[w] & 0x0F0F0F0Fu, odd = (words[w] >> 4) & 0x0F0F0F0Fu;
       const uint32_t pairs01 = __byte_perm(even, odd, 0x5140), pairs23 = __byte_perm(even, odd, 0x7362);
 #pragma unroll

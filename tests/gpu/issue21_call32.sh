@@ -18,18 +18,8 @@ export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
 LOG=$OUT/issue21_call32.log
 VARIANTS=${VARIANTS:-5 7 8}
-say() { echo "$*" | tee -a "$LOG"; }
-fields() { grep -oE '"(tokens_per_s|mfu|matmul_ceiling_tflops|matmul_ceiling_after_tflops)":[0-9.]+' "$1" | tr '\n' ' '; }
+. "$(dirname "$0")/lib.sh"
 say "== $(date -u) $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader)"
-bench() {  # NAME CONFIG [env...] -- [args...]
-  local name=$1 config=$2; shift 2
-  local envs=()
-  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
-  [ "${1:-}" = "--" ] && shift
-  env "${envs[@]}" timeout 240 "$C/new" bench --config "$config" --batch 8 --seq 2048 --iters 5 --warmup 2 "$@" \
-    > "$OUT/logs/bench_$name.log" 2>&1
-  say "$(date -u +%T) $name rc $?: $(fields "$OUT/logs/bench_$name.log")"
-}
 if [[ " $STAGES " == *" unit "* ]]; then
   timeout 400 "$C/e3_unit_tests" --gtest_filter='Cuda*:StorageCodec*:CublasLt*:MoeScratch*' > "$OUT/logs/unit.log" 2>&1
   say "unit rc $?: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/logs/unit.log" | tr '\n' ' ')"
@@ -43,17 +33,7 @@ if [[ " $STAGES " == *" bench "* ]]; then
   done
 fi
 if [[ " $STAGES " == *" quant "* ]]; then
-  python3 - "$C/configs" <<'PY'
-import json, sys
-d = sys.argv[1]
-c = json.load(open(f"{d}/kimi_k2_3layer.json"))
-w = {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 32}
-c["quantization_config"] = {"quant_method": "compressed-tensors", "format": "pack-quantized",
-                            "config_groups": {"group_0": {"targets": ["Linear"], "weights": w, "input_activations": None}}}
-json.dump(c, open("/tmp/kimi_k2_3layer_int4.json", "w"))
-c["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
-json.dump(c, open("/tmp/kimi_k2_3layer_fp8.json", "w"))
-PY
+  python3 "$(dirname "$0")/kimi_quant_configs.py" "$C/configs" /tmp
   for q in int4 fp8; do
     for v in $VARIANTS; do bench "kimi_${q}_gemm_v$v" /tmp/kimi_k2_3layer_$q.json E3_GEMM_VARIANT=$v -- --expert-dequant gemm; done
   done

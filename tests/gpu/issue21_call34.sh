@@ -7,14 +7,7 @@ set -uo pipefail
 C=$PWD/build-gpu/carry
 export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 - "$C/configs" <<'PY'
-import json, sys
-c = json.load(open(f"{sys.argv[1]}/kimi_k2_3layer.json"))
-w = {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 32}
-c["quantization_config"] = {"quant_method": "compressed-tensors", "format": "pack-quantized",
-                            "config_groups": {"group_0": {"targets": ["Linear"], "weights": w, "input_activations": None}}}
-json.dump(c, open("/tmp/kimi_k2_3layer_int4.json", "w"))
-PY
+python3 "$(dirname "$0")/kimi_quant_configs.py" "$C/configs" /tmp
 run_ncu() {
   timeout 240 ncu --clock-control none --kernel-name regex:grouped_gemm_ws --launch-skip 4 --launch-count 1 "$@" \
     "$C/new" bench --config /tmp/kimi_k2_3layer_int4.json --batch 8 --seq 2048 --iters 1 --warmup 1

@@ -45,17 +45,7 @@ if [[ " $STAGES " == *" bench "* ]]; then
   done
 fi
 if [[ " $STAGES " == *" quant "* ]]; then
-  python3 - "$CFG" <<'PY'
-import json, sys
-d = sys.argv[1]
-c = json.load(open(f"{d}/kimi_k2_3layer.json"))
-w = {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 32}
-c["quantization_config"] = {"quant_method": "compressed-tensors", "format": "pack-quantized",
-                            "config_groups": {"group_0": {"targets": ["Linear"], "weights": w, "input_activations": None}}}
-json.dump(c, open("/tmp/kimi_k2_3layer_int4.json", "w"))
-c["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
-json.dump(c, open("/tmp/kimi_k2_3layer_fp8.json", "w"))
-PY
+  python3 "$(dirname "$0")/kimi_quant_configs.py" "$CFG" /tmp
   for q in int4 fp8; do
     bench "kimi_${q}_scratch_v5" /tmp/kimi_k2_3layer_$q.json E3_GEMM_VARIANT=5 -- --expert-dequant scratch
     for v in $VARIANTS; do bench "kimi_${q}_gemm_v$v" /tmp/kimi_k2_3layer_$q.json E3_GEMM_VARIANT=$v -- --expert-dequant gemm; done

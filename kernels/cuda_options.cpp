@@ -7,11 +7,12 @@ namespace e3::kernels {
 CudaOptions cuda_options_from(const Environment& env) {
   CudaOptions o;
   if (const auto v = env.get("E3_GEMM_VARIANT"); v && !v->empty()) {
-    E3_REQUIRE(v->size() == 1 && (*v)[0] >= '0' && (*v)[0] <= '0' + CudaOptions::kHopperWsCountedGemmVariant, ErrorKind::Usage,
+    E3_REQUIRE(v->size() == 1 && (*v)[0] >= '0' && (*v)[0] <= '0' + CudaOptions::kHopperWsCountedRegsGemmVariant, ErrorKind::Usage,
                "E3_GEMM_VARIANT='{}': expected 0, 1, 2 or 3 (the portable grouped GEMM's tile shapes), 4 (the "
                "Hopper cp.async wgmma kernel), 5 (the warp-specialised Hopper kernel), 6 (the same with 32-column "
-               "k-tiles), 7 (5 walking each expert's tiles n-tile major) or 8 (7 "
-               "with the tiles taken from a counter); unset it for the best kernel of the GPU",
+               "k-tiles), 7 (5 walking each expert's tiles n-tile major), 8 (7 "
+               "with the tiles taken from a counter) or 9 (8 with quantized experts as the MMA's register "
+               "operand); unset it for the best kernel of the GPU",
                *v);
     o.gemm_variant = (*v)[0] - '0';
   }

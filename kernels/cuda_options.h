@@ -9,16 +9,17 @@ namespace e3::kernels {
 
 struct CudaOptions {
   // E3_GEMM_VARIANT, the kernel behind the grouped expert GEMMs: kAutoGemmVariant (unset) =
-  // the warp-specialised Hopper kernel taking tiles from a counter (8) where the sm_90a image is
+  // the warp-specialised Hopper kernel taking tiles from a counter (9) where the sm_90a image is
   // built for the GPU, else the portable one (0); 0 = portable BK 32 x 3 stages, 1 = BK 64 x 3,
   // 2 = BK 32 x 4, 3 = BK 64 x 2;
   // 4 = the Hopper cp.async kernel, 5 = the warp-specialised Hopper kernel, 6 = the same with
   // 32-column k-tiles and 8 stages for bf16 experts, 7 = 5 walking each expert's tiles n-tile
-  // major, 8 = 7 with each block taking the next tile from a counter (4-8 are usage errors where
-  // the image or the GPU is not there).
+  // major, 8 = 7 with each block taking the next tile from a counter, 9 = 8 with quantized experts
+  // as wgmma's register operand rather than converted into shared memory (bf16 experts as 8; 4-9
+  // are usage errors where the image or the GPU is not there).
   static constexpr int kAutoGemmVariant = -1, kHopperGemmVariant = 4, kHopperWsGemmVariant = 5,
                        kHopperWsShortKGemmVariant = 6, kHopperWsSlabMajorGemmVariant = 7,
-                       kHopperWsCountedGemmVariant = 8;
+                       kHopperWsCountedGemmVariant = 8, kHopperWsCountedRegsGemmVariant = 9;
   int gemm_variant = kAutoGemmVariant;
   // E3_MOE_UNFUSED=1: the silu of the experts as a kernel of its own after the gate/up GEMM,
   // instead of in that GEMM's epilogue.

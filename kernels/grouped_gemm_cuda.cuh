@@ -62,12 +62,23 @@ struct QuantWeights {
 // WarpSpecializedShortK (6) is the warp-specialised kernel with 32-column k-tiles and 8 stages
 // for bf16 experts (quantized ones keep 64 columns); WarpSpecializedSlabMajor (7) the same kernel
 // walking each expert's tiles n-tile major; WarpSpecializedCounted (8) the tiles in that order,
-// each block taking the next one from tile_counter when its loader is free.
-enum class HopperGemm { CpAsync, WarpSpecialized, WarpSpecializedShortK, WarpSpecializedSlabMajor, WarpSpecializedCounted };
-// How the warp-specialised kernel's persistent blocks walk the tiles.
+// each block taking the next one from tile_counter when its loader is free;
+// WarpSpecializedCountedRegs (9) that walk with quantized experts built into wgmma's register
+// operand (grouped_gemm_sm90_regs.cuh) rather than converted into shared memory.
+enum class HopperGemm {
+  CpAsync,
+  WarpSpecialized,
+  WarpSpecializedShortK,
+  WarpSpecializedSlabMajor,
+  WarpSpecializedCounted,
+  WarpSpecializedCountedRegs
+};
+// How the warp-specialised kernel's persistent blocks walk the tiles, and where its computing
+// warpgroups put converted quantized weights.
 struct WsSchedule {
-  bool slab_major = false;  // each expert's tiles n-tile major
-  bool counted = false;     // from GroupedArgs::tile_counter rather than every gridDim-th
+  bool slab_major = false;            // each expert's tiles n-tile major
+  bool counted = false;               // from GroupedArgs::tile_counter rather than every gridDim-th
+  bool weights_in_registers = false;  // quantized experts as wgmma's A operand (C^T = W X^T)
 };
 WsSchedule ws_schedule(HopperGemm kernel);
 

@@ -190,8 +190,10 @@ int grouped_gemm_hopper_tile_rows() { return kBM; }
 
 WsSchedule ws_schedule(HopperGemm kernel) {
   WsSchedule w;
-  w.slab_major = kernel == HopperGemm::WarpSpecializedSlabMajor || kernel == HopperGemm::WarpSpecializedCounted;
-  w.counted = kernel == HopperGemm::WarpSpecializedCounted;
+  const bool counted = kernel == HopperGemm::WarpSpecializedCounted || kernel == HopperGemm::WarpSpecializedCountedRegs;
+  w.slab_major = kernel == HopperGemm::WarpSpecializedSlabMajor || counted;
+  w.counted = counted;
+  w.weights_in_registers = kernel == HopperGemm::WarpSpecializedCountedRegs;
   return w;
 }
 

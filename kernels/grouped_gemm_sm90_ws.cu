@@ -22,10 +22,12 @@
 //
 // With quantized experts (INT4 or FP8) a stage carries the packed bytes (swizzled, so that reading
 // them meets no bank conflicts); each computing thread converts one B row into one of three bf16
-// tiles while the previous step's wgmma runs.
+// tiles while the previous step's wgmma runs, or (W_REGS, E3_GEMM_VARIANT=9) builds the weights
+// as wgmma's register operand from them (grouped_gemm_sm90_regs.cuh).
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include "kernels/grouped_gemm_sm90_regs.cuh"
 #include "kernels/wgmma_sm90.cuh"
 
 namespace e3::kernels::cuda {
@@ -43,15 +45,17 @@ static_assert(kLoaderRegs * kLoaderThreads + kComputeRegs * kComputeThreads <= 6
 
 // BK, the k-tile: 64 columns (4 stages of 48 KiB), or 32 (8 stages of 24 KiB: the same shared
 // memory, twice the loads in flight, for B that comes from device memory rather than L2; bf16
-// experts only).
-template <int QB, int BK>
+// experts only). Quantized B: 4 stages and three converted tiles, or with W_REGS (no converted
+// tiles) as many stages as fit 192 KiB (8 for INT4, 6 for FP8).
+template <int QB, int BK, bool W_REGS = false>
 struct Smem {
   static_assert(BK == kTileK || (BK == 32 && QB == kBf16), "quantized B tiles are 64 columns");
-  static constexpr int kStages = BK == 64 ? 4 : 8;
+  static_assert(!W_REGS || QB != kBf16, "weights in registers are converted quantized ones");
   static constexpr int kABytes = kBM * BK * 2;
   static constexpr int kBStage = QB == kBf16 ? kBN * BK * 2 : kBN * packed_row_bytes<QB>();
   static constexpr int kStage = kABytes + kBStage;  // a multiple of 1024: the swizzles' alignment
-  static constexpr int kConverted = QB == kBf16 ? 0 : 3;
+  static constexpr int kStages = W_REGS ? (192 * 1024) / kStage : BK == 64 ? 4 : 8;
+  static constexpr int kConverted = QB == kBf16 || W_REGS ? 0 : 3;
   static constexpr size_t kBytes = size_t{kStages} * kStage + size_t{kConverted} * kBBytes + 1024;
 };
 
@@ -60,12 +64,12 @@ __device__ __forceinline__ void compute_barrier() { asm volatile("bar.sync 1, %0
 #endif
 
 // A_TMA: A's rows are the expert-grouped rows (no a_rows), loaded through a_map.
-template <bool FUSE_SILU, int QB, bool A_TMA, int BK>
+template <bool FUSE_SILU, int QB, bool A_TMA, int BK, bool W_REGS>
 __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_ws_kernel(const __grid_constant__ CUtensorMap b_map, const __grid_constant__ CUtensorMap a_map,
                            GroupedArgs g, QuantWeights qw, int n_tiles, WsSchedule schedule) {
 #ifdef E3_WGMMA
-  using S = Smem<QB, BK>;
+  using S = Smem<QB, BK, W_REGS>;
   constexpr int kStages = S::kStages, kABytes = S::kABytes;
   extern __shared__ unsigned char raw_smem[];
   __shared__ alignas(8) uint64_t full_bar[kStages], empty_bar[kStages], ring_full[kTileRing], ring_empty[kTileRing];
@@ -173,6 +177,101 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     cp_async_wait<0>();
+  } else if constexpr (W_REGS) {
+    // --- compute, the weights as wgmma's register operand (C^T = W X^T) ---
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kComputeRegs));
+    const int ctid = tid - kLoaderThreads, cwg = ctid / 128, warp = (ctid / 32) % 4, lane = tid % 32;
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int j = 0;; ++j) {
+      const int slot = j % kTileRing;
+      mbar_wait(smem_addr(&ring_full[slot]), (j / kTileRing) & 1);
+      const int4 info = ring[slot];
+      __syncwarp();
+      if (lane == 0) mbar_arrive(smem_addr(&ring_empty[slot]));
+      if (info.x < 0) break;
+      const int n0 = info.w;
+      int64_t srow[2][2];
+#pragma unroll
+      for (int b = 0; b < 2; ++b)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          srow[b][h] = scale_row<QB>(qw, quant_row<FUSE_SILU>(g, qw, info.x, n0,
+                                                              weight_tile_row<FUSE_SILU>(cwg, b, warp, lane, h)));
+      float d[2][64];
+#pragma unroll
+      for (int b = 0; b < 2; ++b)
+#pragma unroll
+        for (int i = 0; i < 64; ++i) d[b][i] = 0.0f;
+      auto fence_accumulators = [&] {
+#pragma unroll
+        for (int b = 0; b < 2; ++b)
+#pragma unroll
+          for (int i = 0; i < 64; ++i) fence_operand(d[b][i]);
+      };
+      // Each k-step is two wgmma groups, its 32-column halves, each from its own fragments: one
+      // half's are built while the other half's group runs (16 registers each: the 128
+      // accumulators leave no room for a whole k-step twice).
+      uint32_t frag_lo[2][2][4], frag_hi[2][2][4];
+      FragScales scales = fetch_fragment_scales<QB>(qw, srow, 0), scales_next;
+      auto build = [&](int half, uint32_t (&f)[2][2][4]) {
+        half_tile_fragments<QB, FUSE_SILU>(smem + stage * S::kStage + S::kABytes, cwg, warp, lane, half, scales,
+                                           qw.f32_scale, f);
+      };
+      auto issue = [&](int half, uint32_t (&f)[2][2][4]) {
+        const uint32_t tokens = base + stage * S::kStage + half * 64;
+        fence_accumulators();
+        fence_fragments(f);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk)
+#pragma unroll
+          for (int b = 0; b < 2; ++b) wgmma_m64n128k16_rs<0>(d[b], f[b][kk], sw128_desc(tokens + kk * 32));
+        wgmma_commit();
+      };
+      auto wait_stage = [&] {
+        mbar_wait(smem_addr(&full_bar[stage]), phase);
+        if (!A_TMA) fence_async_shared();
+      };
+      wait_stage();
+      build(0, frag_lo);
+      int prev_stage = -1;
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        if (kt + 1 < k_tiles) scales_next = fetch_fragment_scales<QB>(qw, srow, kt + 1);
+        issue(0, frag_lo);
+        // The previous k-step's second group has read its stage and frag_hi.
+        wgmma_wait<1>();
+        fence_accumulators();
+        fence_fragments(frag_hi);
+        if (prev_stage >= 0) {
+          __syncwarp();
+          if (lane == 0) mbar_arrive(smem_addr(&empty_bar[prev_stage]));
+        }
+        build(1, frag_hi);
+        issue(1, frag_hi);
+        wgmma_wait<1>();  // this k-step's first group: frag_lo is free
+        fence_accumulators();
+        fence_fragments(frag_lo);
+        prev_stage = stage;
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+        if (kt + 1 < k_tiles) {
+          scales = scales_next;
+          wait_stage();
+          build(0, frag_lo);
+        }
+      }
+      wgmma_wait<0>();
+#pragma unroll
+      for (int b = 0; b < 2; ++b)
+#pragma unroll
+        for (int i = 0; i < 64; ++i) fence_operand(d[b][i]);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(smem_addr(&empty_bar[prev_stage]));
+      store_transposed<FUSE_SILU>(g, d, info.y, info.z, n0, cwg, warp, lane);
+    }
   } else {
     // --- compute ---
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kComputeRegs));
@@ -291,11 +390,11 @@ CUtensorMap tile_map(const void* data, bool bf16_elements, uint64_t inner, uint6
   return map;
 }
 
-template <bool FUSE, int QB, bool A_TMA, int BK>
+template <bool FUSE, int QB, bool A_TMA, int BK, bool W_REGS>
 void launch(const GroupedArgs& g, const QuantWeights& qw, const CUtensorMap& b_map, const CUtensorMap& a_map,
             int64_t max_rows, WsSchedule schedule, cudaStream_t s) {
-  constexpr size_t smem = Smem<QB, BK>::kBytes;
-  auto* kernel = grouped_gemm_ws_kernel<FUSE, QB, A_TMA, BK>;
+  constexpr size_t smem = Smem<QB, BK, W_REGS>::kBytes;
+  auto* kernel = grouped_gemm_ws_kernel<FUSE, QB, A_TMA, BK, W_REGS>;
   E3_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const int cols = FUSE ? g.n / 2 : g.n, per_block = FUSE ? kBN / 2 : kBN;
   const int n_tiles = (cols + per_block - 1) / per_block;
@@ -310,17 +409,17 @@ void launch(const GroupedArgs& g, const QuantWeights& qw, const CUtensorMap& b_m
 
 // The gathered A rows (gate/up) come with cp.async, the expert-grouped ones (down) through the
 // copy engine; only the gate/up GEMM fuses the silu.
-template <int QB, int BK>
+template <int QB, int BK, bool W_REGS = false>
 void launch_any(const GroupedArgs& g, const QuantWeights& qw, const CUtensorMap& b_map, bool fuse_silu,
                 int64_t max_rows, WsSchedule schedule, cudaStream_t s) {
   if (!g.a_rows && !fuse_silu) {
     const CUtensorMap a_map = tile_map(g.a, true, static_cast<uint64_t>(g.k), static_cast<uint64_t>(max_rows),
                                        static_cast<uint64_t>(g.lda) * 2, BK);
-    return launch<false, QB, true, BK>(g, qw, b_map, a_map, max_rows, schedule, s);
+    return launch<false, QB, true, BK, W_REGS>(g, qw, b_map, a_map, max_rows, schedule, s);
   }
   const CUtensorMap none{};
-  if (fuse_silu) launch<true, QB, false, BK>(g, qw, b_map, none, max_rows, schedule, s);
-  else launch<false, QB, false, BK>(g, qw, b_map, none, max_rows, schedule, s);
+  if (fuse_silu) launch<true, QB, false, BK, W_REGS>(g, qw, b_map, none, max_rows, schedule, s);
+  else launch<false, QB, false, BK, W_REGS>(g, qw, b_map, none, max_rows, schedule, s);
 }
 
 }  // namespace
@@ -349,8 +448,14 @@ void grouped_gemm_ws_quantized(const GroupedArgs& g, const QuantWeights& qw, boo
   const uint32_t box = int4 ? packed_row_bytes<kInt4>() : packed_row_bytes<kFp8>();
   const uint64_t bytes = static_cast<uint64_t>(qw.row_bytes);
   const CUtensorMap b_map = tile_map(qw.q, false, bytes, static_cast<uint64_t>(g.experts) * g.n, bytes, box);
-  if (int4) launch_any<kInt4, kTileK>(g, qw, b_map, fuse_silu, max_rows, schedule, s);
-  else launch_any<kFp8, kTileK>(g, qw, b_map, fuse_silu, max_rows, schedule, s);
+  if (schedule.weights_in_registers) {
+    if (int4) launch_any<kInt4, kTileK, true>(g, qw, b_map, fuse_silu, max_rows, schedule, s);
+    else launch_any<kFp8, kTileK, true>(g, qw, b_map, fuse_silu, max_rows, schedule, s);
+  } else if (int4) {
+    launch_any<kInt4, kTileK>(g, qw, b_map, fuse_silu, max_rows, schedule, s);
+  } else {
+    launch_any<kFp8, kTileK>(g, qw, b_map, fuse_silu, max_rows, schedule, s);
+  }
 }
 
 }  // namespace e3::kernels::cuda

@@ -432,13 +432,15 @@ void launch_grouped(const GroupedArgs& g, int64_t max_rows, cudaStream_t s) {
 constexpr int kHopperVariant = CudaOptions::kHopperGemmVariant, kHopperWsVariant = CudaOptions::kHopperWsGemmVariant,
               kHopperWsShortKVariant = CudaOptions::kHopperWsShortKGemmVariant,
               kHopperWsSlabMajorVariant = CudaOptions::kHopperWsSlabMajorGemmVariant,
-              kHopperWsCountedVariant = CudaOptions::kHopperWsCountedGemmVariant;
-bool is_hopper(int variant) { return variant >= kHopperVariant && variant <= kHopperWsCountedVariant; }
+              kHopperWsCountedVariant = CudaOptions::kHopperWsCountedGemmVariant,
+              kHopperWsCountedRegsVariant = CudaOptions::kHopperWsCountedRegsGemmVariant;
+bool is_hopper(int variant) { return variant >= kHopperVariant && variant <= kHopperWsCountedRegsVariant; }
 HopperGemm hopper_kernel(int variant) {
   return variant == kHopperWsVariant           ? HopperGemm::WarpSpecialized
          : variant == kHopperWsShortKVariant    ? HopperGemm::WarpSpecializedShortK
          : variant == kHopperWsSlabMajorVariant ? HopperGemm::WarpSpecializedSlabMajor
          : variant == kHopperWsCountedVariant   ? HopperGemm::WarpSpecializedCounted
+         : variant == kHopperWsCountedRegsVariant ? HopperGemm::WarpSpecializedCountedRegs
                                                 : HopperGemm::CpAsync;
 }
 
@@ -483,8 +485,9 @@ int resolve_gemm_variant(int requested, bool hopper_available) {
   E3_REQUIRE(!is_hopper(requested) || hopper_available, ErrorKind::Usage,
              "E3_GEMM_VARIANT={} asks for an sm_90a grouped GEMM, which this GPU or build lacks", requested);
   // The counted n-tile-major walk keeps the m-tiles that share a weight slab in flight together, so
-  // the slab comes from L2 rather than device memory (docs/PERFORMANCE.md, tenth session).
-  if (requested == CudaOptions::kAutoGemmVariant) return hopper_available ? kHopperWsCountedVariant : 0;
+  // the slab comes from L2 rather than device memory (docs/PERFORMANCE.md, tenth session). Quantized
+  // experts become wgmma's register operand (eleventh session); bf16 ones run as with 8.
+  if (requested == CudaOptions::kAutoGemmVariant) return hopper_available ? kHopperWsCountedRegsVariant : 0;
   return requested;
 }
 

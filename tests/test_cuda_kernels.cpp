@@ -395,6 +395,7 @@ TEST_F(CudaKernel, ExpertsOfOneRankMatchTheCpuTwin) {
     variants.push_back(CudaOptions::kHopperWsShortKGemmVariant);
     variants.push_back(CudaOptions::kHopperWsSlabMajorGemmVariant);
     variants.push_back(CudaOptions::kHopperWsCountedGemmVariant);
+    variants.push_back(CudaOptions::kHopperWsCountedRegsGemmVariant);
   }
   for (int variant : variants)
     for (bool unfused : {false, true}) {
@@ -556,6 +557,8 @@ TEST_F(CudaKernel, TheWarpSpecialisedGemmGivesTheCpAsyncKernelsBits) {
           << "n-tile major";
       EXPECT_EQ(ws, run(CudaOptions::kHopperWsCountedGemmVariant, unfused, true, x, ids, w, eg, H, I))
           << "tiles from a counter";
+      EXPECT_EQ(ws, run(CudaOptions::kHopperWsCountedRegsGemmVariant, unfused, true, x, ids, w, eg, H, I))
+          << "the weights as the register operand";
     }
   }
 }
@@ -569,12 +572,18 @@ TEST_F(CudaKernel, QuantizedExpertsMatchTheCpuTwin) {
     bool in_gemm;         // --expert-dequant gemm
     bool unfused;  // E3_MOE_UNFUSED
   };
-  for (const Case& c : {Case{128, 96, true, false}, Case{256, 192, true, false}, Case{256, 192, false, false},
-                        Case{256, 192, true, true}}) {
-    gpu_ = make_cuda_backend(0, CudaOptions{CudaOptions::kAutoGemmVariant, c.unfused});
-    gpu_->set_quantized_experts_in_gemm(c.in_gemm);
-    check_quantized_experts(c.H, c.I, c.in_gemm);
-  }
+  // On Hopper both ways of converting in the GEMM: into shared memory (8) and into wgmma's
+  // register operand (9).
+  std::vector<int> variants{CudaOptions::kAutoGemmVariant};
+  if (runs_wgmma(*gpu_)) variants = {CudaOptions::kHopperWsCountedGemmVariant, CudaOptions::kHopperWsCountedRegsGemmVariant};
+  for (int variant : variants)
+    for (const Case& c : {Case{128, 96, true, false}, Case{256, 192, true, false}, Case{256, 192, false, false},
+                          Case{256, 192, true, true}}) {
+      SCOPED_TRACE(fmt::format("variant {}", variant));
+      gpu_ = make_cuda_backend(0, CudaOptions{variant, c.unfused});
+      gpu_->set_quantized_experts_in_gemm(c.in_gemm);
+      check_quantized_experts(c.H, c.I, c.in_gemm);
+    }
 }
 
 void CudaKernel::check_quantized_experts(int64_t H, int64_t I, bool want_in_gemm) {

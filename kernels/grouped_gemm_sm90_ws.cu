@@ -213,7 +213,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       // half's are built while the other half's group runs (16 registers each: the 128
       // accumulators leave no room for a whole k-step twice).
       uint32_t frag_lo[2][2][4], frag_hi[2][2][4];
-      FragScales scales = fetch_fragment_scales<QB>(qw, srow, 0), scales_next;
+      // The scales are loaded two k-steps before their use: the stages leave L1 little room, so a
+      // load may wait on L2 or device memory.
+      FragScales scales = fetch_fragment_scales<QB>(qw, srow, 0), scales_next, scales_after;
+      if (k_tiles > 1) scales_next = fetch_fragment_scales<QB>(qw, srow, 1);
       auto build = [&](int half, uint32_t (&f)[2][2][4]) {
         half_tile_fragments<QB, FUSE_SILU>(smem + stage * S::kStage + S::kABytes, cwg, warp, lane, half, scales,
                                            qw.f32_scale, f);
@@ -237,7 +240,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       build(0, frag_lo);
       int prev_stage = -1;
       for (int kt = 0; kt < k_tiles; ++kt) {
-        if (kt + 1 < k_tiles) scales_next = fetch_fragment_scales<QB>(qw, srow, kt + 1);
+        if (kt + 2 < k_tiles) scales_after = fetch_fragment_scales<QB>(qw, srow, kt + 2);
         issue(0, frag_lo);
         // The previous k-step's second group has read its stage and frag_hi.
         wgmma_wait<1>();
@@ -259,6 +262,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         if (kt + 1 < k_tiles) {
           scales = scales_next;
+          scales_next = scales_after;
           wait_stage();
           build(0, frag_lo);
         }

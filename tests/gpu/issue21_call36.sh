@@ -1,0 +1,63 @@
+#!/bin/bash
+# Eleventh session (2026-12-06), issue 21 item 4, second call: variant 9 with the scales loaded two
+# k-steps ahead, and where its warps wait.
+#   unit    the CUDA kernel tests (variant 9's bits against the other kernels' and the dequantize path's)
+#   golden  every repository case at TP 1 (the INT4 and FP8 ones through variant 9, the default)
+#   quant   kimi_k2_3layer with INT4 and FP8 experts: --expert-dequant gemm with 9 and with 8, two
+#           rounds, and scratch
+#   sass    ncu stall reasons and per-instruction stall samples (SASS) of one INT4 gate/up launch
+#           of variant 9 (--clock-control none: the clocks are left alone)
+# Carry build-gpu/pack, as for issue21_call35.sh.
+set -uo pipefail
+STAGES=${*:-unit golden quant sass}
+C=$PWD/build-gpu/carry
+export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
+LOG=$OUT/issue21_call36.log
+. "$(dirname "$0")/lib.sh"
+say "== $(date -u) $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader)"
+python3 "$(dirname "$0")/kimi_quant_configs.py" "$C/configs" /tmp
+mkdir -p build/bin
+ln -sfn "$C/lib" build/lib-gpu
+if [[ " $STAGES " == *" unit "* ]]; then
+  timeout 400 "$C/e3_unit_tests" --gtest_filter='Cuda*:StorageCodec*:CublasLt*:MoeScratch*' > "$OUT/logs/unit.log" 2>&1
+  say "unit rc $?: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/logs/unit.log" | tr '\n' ' ')"
+  grep -E "^\[  FAILED|Failure|differs" "$OUT/logs/unit.log" | head -30 | tee -a "$LOG"
+fi
+if [[ " $STAGES " == *" golden "* ]]; then
+  export E3_BIN=$C/new E3_GOLDEN_CHECK=$C/golden_check E3_MPIRUN="mpirun --allow-run-as-root --oversubscribe"
+  export E3_GOLDEN_DIR=$PWD/tests/golden E3_SHARED_GOLDEN_DIR=/nonexistent E3_WORK=/tmp/e2e_work E3_PYTHON=python3
+  jobs=()
+  for c in tiny_llama_default llama_linear_bias s_llama_yarn_params s_qwen2_yarn s_qwen3_kv1_bias s_mistral_swa s_qwen3_fp8_bf16scale; do
+    jobs+=("$c 1 dense"); done
+  for c in s_dsv3_group s_dsv3_noqlora_yarn s_dsv2_greedy s_dsv2_grouped s_qwen3_moe_a s_qwen3_moe_b s_kimi_thinking_int4 s_glm45_noqk_r25 s_glm45_air_r75; do
+    jobs+=("$c 1 moe"); done
+  printf '%s\n' "${jobs[@]}" | timeout 300 xargs -P 4 -L 1 bash -c \
+    'if bash tests/e2e/golden_cuda.sh "$0" "$1" "$2" > /tmp/golden_$0_$1.log 2>&1; then echo "PASS $0 tp$1 $2: $(grep -h "^ok" /tmp/golden_$0_$1.log | tr "\n" " ")"; else echo "FAIL $0 tp$1 $2: $(grep -h "FAIL\|critical\|rror" /tmp/golden_$0_$1.log | head -3 | tr "\n" " ")"; fi' \
+    | sort > "$OUT/logs/golden.log"
+  say "golden: $(grep -c ^PASS "$OUT/logs/golden.log") passed, $(grep -c ^FAIL "$OUT/logs/golden.log") failed"
+  grep ^FAIL "$OUT/logs/golden.log" | tee -a "$LOG"
+fi
+if [[ " $STAGES " == *" quant "* ]]; then
+  for round in 1 2; do
+    for q in int4 fp8; do
+      bench "kimi_${q}_gemm9_r$round" /tmp/kimi_k2_3layer_$q.json -- --expert-dequant gemm
+      bench "kimi_${q}_gemm8_r$round" /tmp/kimi_k2_3layer_$q.json E3_GEMM_VARIANT=8 -- --expert-dequant gemm
+    done
+  done
+  for q in int4 fp8; do bench "kimi_${q}_scratch" /tmp/kimi_k2_3layer_$q.json -- --expert-dequant scratch; done
+  bench kimi_bf16 "$C/configs/kimi_k2_3layer.json"
+fi
+if [[ " $STAGES " == *" sass "* ]]; then
+  run_ncu() {
+    timeout 240 ncu --clock-control none --kernel-name regex:grouped_gemm_ws --launch-skip 4 --launch-count 1 "$@" \
+      "$C/new" bench --config /tmp/kimi_k2_3layer_int4.json --batch 8 --seq 2048 --iters 1 --warmup 1
+  }
+  run_ncu --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' > "$OUT/logs/stalls_int4.log" 2>&1
+  say "stalls rc $?:"; grep -E "stalled" "$OUT/logs/stalls_int4.log" | sort -k3 -g -r | head -12 | tee -a "$LOG"
+  run_ncu --section SourceCounters --section WarpStateStats --page source --csv --print-source sass > "$OUT/sass_int4.csv" 2>&1
+  say "sass rc $? $(wc -l < "$OUT/sass_int4.csv") lines"
+  gzip -f "$OUT/sass_int4.csv"
+fi
+say "== done $(date -u)"
+tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"

@@ -53,6 +53,7 @@ struct QuantWeights {
   int64_t scale_cols = 0;     // scales per scale row
   int64_t matrix_scales = 0;  // scales per matrix (FP8)
   int64_t group = 32, block_rows = 128, block_cols = 128;
+  int group_shift = -1, block_cols_shift = -1;  // log2 of group / block_cols where a power of two, else -1
   bool f32_scale = false;
 };
 

@@ -227,6 +227,13 @@ void grouped_gemm_hopper_quantized(const GroupedArgs& g, const QuantStack& w, bo
   qw.group = w.group;
   qw.block_rows = w.block_rows;
   qw.block_cols = w.block_cols;
+  const auto log2_or_minus_one = [](int64_t v) {
+    for (int s = 0; s < 31; ++s)
+      if (v == int64_t{1} << s) return s;
+    return -1;
+  };
+  qw.group_shift = log2_or_minus_one(w.group);
+  qw.block_cols_shift = log2_or_minus_one(w.block_cols);
   qw.f32_scale = w.scale_type == ScaleType::F32;
   const bool int4 = w.format == QuantStack::Format::Int4Group;
   if (kernel != HopperGemm::CpAsync && grouped_gemm_ws_reads(g))

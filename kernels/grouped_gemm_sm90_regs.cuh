@@ -30,35 +30,44 @@ __device__ __forceinline__ int weight_tile_row(int cwg, int b, int warp, int lan
   return block_base + 16 * warp + lane / 4 + 8 * h;
 }
 
-// A thread's scales of one k-tile for its four rows [b][h], as the loaded bits (converted where
-// used, a k-step later, so that no thread waits for the load): INT4 the two bf16 of the tile's
-// 32-column groups (low half: columns 0-31), FP8 the block's f32 bits or its bf16 in the low half.
+// A thread's scales of one k-tile for its four rows [b][h], as the loaded bits, one register
+// per load: nothing uses a loaded value before the k-step that needs it (ncu found the warps
+// waiting at the loads when their two bf16 were joined into one register at once). INT4:
+// raw[b][h][g] the bf16 of 32-column group g of the tile; FP8: raw[b][h][0] the block's f32 bits
+// or its bf16.
 struct FragScales {
-  uint32_t raw[2][2] = {{0, 0}, {0, 0}};
+  uint32_t raw[2][2][2] = {};
 };
+// k / 2^shift where the divisor is a power of two (the usual group and block widths), else k / d:
+// the k-step then costs no 32-bit division.
+__device__ __forceinline__ uint32_t divide(uint32_t k, uint32_t d, int shift) { return shift >= 0 ? k >> shift : k / d; }
 template <int QB>
 __device__ __forceinline__ FragScales fetch_fragment_scales(const QuantWeights& qw, const int64_t (&srow)[2][2],
                                                             int kt) {
   FragScales sc;
   const uint32_t k0 = static_cast<uint32_t>(kt) * kTileK;
   if (QB == kInt4) {
-    const uint32_t group = static_cast<uint32_t>(qw.group), lo = k0 / group, hi = (k0 + 32) / group;
+    const uint32_t group = static_cast<uint32_t>(qw.group);
+    const uint32_t lo = divide(k0, group, qw.group_shift), hi = divide(k0 + 32, group, qw.group_shift);
     const uint16_t* s = static_cast<const uint16_t*>(qw.scale);
 #pragma unroll
     for (int b = 0; b < 2; ++b)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        if (srow[b][h] >= 0) sc.raw[b][h] = uint32_t{s[srow[b][h] + lo]} | (uint32_t{s[srow[b][h] + hi]} << 16);
+        if (srow[b][h] >= 0) {
+          sc.raw[b][h][0] = s[srow[b][h] + lo];
+          sc.raw[b][h][1] = s[srow[b][h] + hi];
+        }
   } else {
-    const uint32_t block = k0 / static_cast<uint32_t>(qw.block_cols);
+    const uint32_t block = divide(k0, static_cast<uint32_t>(qw.block_cols), qw.block_cols_shift);
 #pragma unroll
     for (int b = 0; b < 2; ++b)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         if (srow[b][h] < 0) continue;
         const int64_t si = srow[b][h] + block;
-        sc.raw[b][h] = qw.f32_scale ? static_cast<const uint32_t*>(qw.scale)[si]
-                                    : uint32_t{static_cast<const uint16_t*>(qw.scale)[si]};
+        sc.raw[b][h][0] = qw.f32_scale ? static_cast<const uint32_t*>(qw.scale)[si]
+                                       : uint32_t{static_cast<const uint16_t*>(qw.scale)[si]};
       }
   }
   return sc;
@@ -88,7 +97,7 @@ __device__ __forceinline__ void weight_fragments(const unsigned char* packed, in
     const uint32_t pick = static_cast<uint32_t>(t) | (static_cast<uint32_t>(t + 4) << 4);
     const __nv_bfloat162 offset = __floats2bfloat162_rn(136.0f, 136.0f);
     // bf16x2 of each row's scale for this half's 32-column group.
-    const uint32_t s0 = __byte_perm(raw0, 0, half ? 0x3232 : 0x1010), s1 = __byte_perm(raw1, 0, half ? 0x3232 : 0x1010);
+    const uint32_t s0 = __byte_perm(raw0, 0, 0x1010), s1 = __byte_perm(raw1, 0, 0x1010);
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
       // bytes: row g columns (2t, 2t+1), row g columns (2t+8, 2t+9), then the same of row g + 8
@@ -140,8 +149,8 @@ __device__ __forceinline__ void half_tile_fragments(const unsigned char* packed,
 #pragma unroll
   for (int b = 0; b < 2; ++b)
     weight_fragments<QB>(packed, weight_tile_row<FUSE_SILU>(cwg, b, warp, lane, 0),
-                         weight_tile_row<FUSE_SILU>(cwg, b, warp, lane, 1), lane, half, sc.raw[b][0], sc.raw[b][1],
-                         f32_scale, f[b]);
+                         weight_tile_row<FUSE_SILU>(cwg, b, warp, lane, 1), lane, half,
+                         sc.raw[b][0][QB == kInt4 ? half : 0], sc.raw[b][1][QB == kInt4 ? half : 0], f32_scale, f[b]);
 }
 
 __device__ __forceinline__ void fence_fragments(uint32_t (&f)[2][2][4]) {

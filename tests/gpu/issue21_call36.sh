@@ -1,6 +1,7 @@
 #!/bin/bash
-# Eleventh session (2026-12-06), issue 21 item 4, second call: variant 9 with the scales loaded two
-# k-steps ahead, and where its warps wait.
+# Eleventh session (2026-12-06), issue 21 item 4, calls 36 and 37: variant 9 with the scales loaded
+# two k-steps ahead (36), then also kept one load per register until used and found by shifts
+# rather than divisions (37), and where its warps wait. CALL=37 names the log.
 #   unit    the CUDA kernel tests (variant 9's bits against the other kernels' and the dequantize path's)
 #   golden  every repository case at TP 1 (the INT4 and FP8 ones through variant 9, the default)
 #   quant   kimi_k2_3layer with INT4 and FP8 experts: --expert-dequant gemm with 9 and with 8, two
@@ -13,7 +14,7 @@ STAGES=${*:-unit golden quant sass}
 C=$PWD/build-gpu/carry
 export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
-LOG=$OUT/issue21_call36.log
+LOG=$OUT/issue21_call${CALL:-36}.log
 . "$(dirname "$0")/lib.sh"
 say "== $(date -u) $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader)"
 python3 "$(dirname "$0")/kimi_quant_configs.py" "$C/configs" /tmp

@@ -90,7 +90,8 @@ void grouped_gemm_hopper(const GroupedArgs& g, bool fuse_silu, int64_t max_rows,
 int grouped_gemm_hopper_tile_rows();
 // The same with W kept quantized (the experts' gate_up or down stack: matrices 2e and 2e + 1
 // are expert e's gate and up with the silu fused, else matrix e is its down): each B tile is
-// converted to bf16 in shared memory, to the values dequantize() would give. Only where
+// converted to bf16, in shared memory or (WarpSpecializedCountedRegs) into wgmma's register
+// operand, to the values dequantize() would give. Only where
 // grouped_gemm_hopper_reads says the stack's layout suits it.
 bool grouped_gemm_hopper_reads(const QuantStack& w);
 void grouped_gemm_hopper_quantized(const GroupedArgs& g, const QuantStack& w, bool fuse_silu, int64_t max_rows,

@@ -6,8 +6,8 @@
 // converting warps waiting there. Here the product is turned around: C^T = W X^T, the weights as
 // wgmma's A operand built in registers from the packed bytes, the token rows (the A tile the
 // loader already brings, K-major in the 128 B swizzle) as its B operand with N = 128. A thread
-// converts the next k-step's fragments while its warpgroup's wgmma of this one runs, and nothing
-// waits for the other warpgroup.
+// builds the fragments of one half k-step while its warpgroup's wgmma of the half before runs, and
+// nothing waits for the other warpgroup.
 //
 // The same 128-token x 256-weight-row tile as the shared-memory path: warpgroup c holds two
 // m64n128 accumulators, blocks b = 0, 1 of 64 weight rows. With the silu fused, block 0 is gate

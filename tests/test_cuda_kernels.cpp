@@ -439,9 +439,14 @@ struct QuantPair {
 };
 
 QuantPair make_quant(Backend& gpu, QuantStack::Format format, ScaleType scale_type, int64_t count, int64_t rows,
-                     int64_t cols, uint64_t seed, int64_t row_offset = 0, int64_t col_offset = 0) {
+                     int64_t cols, uint64_t seed, int64_t row_offset = 0, int64_t col_offset = 0,
+                     int64_t group_or_block = 0) {
   QuantPair p;
   QuantStack w;
+  if (group_or_block > 0) {  // the INT4 group, or the FP8 block's rows and columns
+    w.group = group_or_block;
+    w.block_rows = w.block_cols = group_or_block;
+  }
   w.row_offset = row_offset;
   w.col_offset = col_offset;
   w.format = format;
@@ -559,6 +564,41 @@ TEST_F(CudaKernel, TheWarpSpecialisedGemmGivesTheCpAsyncKernelsBits) {
           << "tiles from a counter";
       EXPECT_EQ(ws, run(CudaOptions::kHopperWsCountedRegsGemmVariant, unfused, true, x, ids, w, eg, H, I))
           << "the weights as the register operand";
+    }
+  }
+}
+
+TEST_F(CudaKernel, QuantizedExpertsInTheGemmTakeGroupsAndBlocksOfAnyWidth) {
+  // INT4 groups of 96 columns and FP8 blocks of 192 x 192, widths that are no powers of two, so
+  // that the kernels find a k-tile's scales by division rather than by a shift: variant 9 gives
+  // the cp.async kernel's bits.
+  if (!runs_wgmma(*gpu_)) GTEST_SKIP() << "no sm_90a image for this GPU";
+  const int E = 16, local = 8, first = 8, K = 4;
+  const int64_t M = 700, H = 576, I = 384;
+  auto [ids, w] = routing(M, K, E);
+  Pair x = make(M, H, bf16_rounded(M * H, 71));
+  for (auto [format, width] : {std::pair{QuantStack::Format::Int4Group, int64_t{96}},
+                               std::pair{QuantStack::Format::Fp8Block, int64_t{192}}}) {
+    QuantPair gu = make_quant(*gpu_, format, ScaleType::F32, 2 * local, I, H, 72, 0, 0, width);
+    QuantPair dn = make_quant(*gpu_, format, ScaleType::F32, local, H, I, 73, 0, 0, width);
+    const ExpertStack eg{Tensor{}, Tensor{}, first, local, I, gu.gpu, dn.gpu};
+    for (bool unfused : {false, true}) {
+      SCOPED_TRACE(fmt::format("format {}, width {}, unfused {}", static_cast<int>(format), width, unfused));
+      std::vector<std::vector<float>> outs;
+      for (int variant : {CudaOptions::kHopperGemmVariant, CudaOptions::kHopperWsCountedRegsGemmVariant}) {
+        std::unique_ptr<Backend> gpu = make_cuda_backend(0, CudaOptions{variant, unfused});
+        gpu->set_quantized_experts_in_gemm(true);
+        ASSERT_TRUE(gpu->reads_quantized_experts(eg)) << "variant " << variant;
+        Pair out = poisoned(M, H, DType::F32);
+        DeviceBuffer scratch = gpu->allocate(gpu->moe_scratch_bytes(M, MoeScratchShape{K, local, H, I, false}));
+        gpu->moe_experts(x.gpu, ids.gpu, w.gpu, eg, out.gpu, Tensor{},
+                         scratch.view(DType::I32, 1, static_cast<int64_t>(scratch.bytes() / 4)));
+        outs.push_back(host(*gpu, out.gpu));
+      }
+      size_t nonfinite = 0;
+      for (float v : outs[0]) nonfinite += !std::isfinite(v);
+      EXPECT_EQ(nonfinite, 0u);
+      EXPECT_EQ(outs[0], outs[1]) << "the register-operand kernel differs from the cp.async kernel";
     }
   }
 }

@@ -21,9 +21,7 @@ VARIANTS=${VARIANTS:-5 7 8}
 . "$(dirname "$0")/lib.sh"
 say "== $(date -u) $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader)"
 if [[ " $STAGES " == *" unit "* ]]; then
-  timeout 400 "$C/e3_unit_tests" --gtest_filter='Cuda*:StorageCodec*:CublasLt*:MoeScratch*' > "$OUT/logs/unit.log" 2>&1
-  say "unit rc $?: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/logs/unit.log" | tr '\n' ' ')"
-  grep -E "^\[  FAILED|Failure" "$OUT/logs/unit.log" | head -20 | tee -a "$LOG"
+  unit_tests
 fi
 if [[ " $STAGES " == *" bench "* ]]; then
   for s in kimi_k2_3layer deepseek_v2_lite_shape; do

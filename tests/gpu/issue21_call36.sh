@@ -21,23 +21,10 @@ python3 "$(dirname "$0")/kimi_quant_configs.py" "$C/configs" /tmp
 mkdir -p build/bin
 ln -sfn "$C/lib" build/lib-gpu
 if [[ " $STAGES " == *" unit "* ]]; then
-  timeout 400 "$C/e3_unit_tests" --gtest_filter='Cuda*:StorageCodec*:CublasLt*:MoeScratch*' > "$OUT/logs/unit.log" 2>&1
-  say "unit rc $?: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/logs/unit.log" | tr '\n' ' ')"
-  grep -E "^\[  FAILED|Failure|differs" "$OUT/logs/unit.log" | head -30 | tee -a "$LOG"
+  unit_tests
 fi
 if [[ " $STAGES " == *" golden "* ]]; then
-  export E3_BIN=$C/new E3_GOLDEN_CHECK=$C/golden_check E3_MPIRUN="mpirun --allow-run-as-root --oversubscribe"
-  export E3_GOLDEN_DIR=$PWD/tests/golden E3_SHARED_GOLDEN_DIR=/nonexistent E3_WORK=/tmp/e2e_work E3_PYTHON=python3
-  jobs=()
-  for c in tiny_llama_default llama_linear_bias s_llama_yarn_params s_qwen2_yarn s_qwen3_kv1_bias s_mistral_swa s_qwen3_fp8_bf16scale; do
-    jobs+=("$c 1 dense"); done
-  for c in s_dsv3_group s_dsv3_noqlora_yarn s_dsv2_greedy s_dsv2_grouped s_qwen3_moe_a s_qwen3_moe_b s_kimi_thinking_int4 s_glm45_noqk_r25 s_glm45_air_r75; do
-    jobs+=("$c 1 moe"); done
-  printf '%s\n' "${jobs[@]}" | timeout 300 xargs -P 4 -L 1 bash -c \
-    'if bash tests/e2e/golden_cuda.sh "$0" "$1" "$2" > /tmp/golden_$0_$1.log 2>&1; then echo "PASS $0 tp$1 $2: $(grep -h "^ok" /tmp/golden_$0_$1.log | tr "\n" " ")"; else echo "FAIL $0 tp$1 $2: $(grep -h "FAIL\|critical\|rror" /tmp/golden_$0_$1.log | head -3 | tr "\n" " ")"; fi' \
-    | sort > "$OUT/logs/golden.log"
-  say "golden: $(grep -c ^PASS "$OUT/logs/golden.log") passed, $(grep -c ^FAIL "$OUT/logs/golden.log") failed"
-  grep ^FAIL "$OUT/logs/golden.log" | tee -a "$LOG"
+  golden_cases
 fi
 if [[ " $STAGES " == *" quant "* ]]; then
   for round in 1 2; do

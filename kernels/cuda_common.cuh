@@ -26,6 +26,9 @@ __device__ __forceinline__ float to_f(bf16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ bf16 to_bf(float x) { return __float2bfloat16_rn(x); }
 // Rounds through bf16, as a bf16 tensor op in PyTorch would between two steps.
 __device__ __forceinline__ float round_bf(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+// silu(x) rounded to bf16, as PyTorch's bf16 silu gives it: every kernel that applies the experts'
+// or the MLP's silu goes through here, so that all of them give the same bits.
+__device__ __forceinline__ float silu_bf(float x) { return round_bf(x / (1.0f + __expf(-x))); }
 
 // The two bf16 of a 32-bit word (the lower address in the low half) as floats.
 __device__ __forceinline__ float bf16_lo(uint32_t pair) { return __uint_as_float(pair << 16); }

@@ -54,7 +54,7 @@ __global__ void silu_mul_kernel(const bf16* gate, int64_t gs, const bf16* up, in
                                 int64_t rows, int64_t cols) {
   E3_FOR_EACH_ELEMENT(rows, cols) {
     const float g = to_f(gate[r * gs + c]);
-    const float s = round_bf(g / (1.0f + __expf(-g)));
+    const float s = silu_bf(g);
     out[r * os + c] = to_bf(s * to_f(up[r * us + c]));
   }
 }
@@ -72,7 +72,7 @@ __global__ void silu_mul_vec8_kernel(const bf16* gate, int64_t gs, const bf16* u
     for (int q = 0; q < 4; ++q) {
       const float2 g = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&gw[q]));
       const float2 u = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&uw[q]));
-      const float s0 = round_bf(g.x / (1.0f + __expf(-g.x))), s1 = round_bf(g.y / (1.0f + __expf(-g.y)));
+      const float s0 = silu_bf(g.x), s1 = silu_bf(g.y);
       ow[q] = pack_bf16(s0 * u.x, s1 * u.y);
     }
     *reinterpret_cast<uint4*>(out + r * os + 8 * c) = make_uint4(ow[0], ow[1], ow[2], ow[3]);

@@ -190,7 +190,7 @@ __device__ __forceinline__ void store_transposed(const GroupedArgs& g, const flo
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           const float gte = round_bf(d[0][4 * j + 2 * hh + i]), up = round_bf(d[1][4 * j + 2 * hh + i]);
-          v[i] = round_bf(gte / (1.0f + __expf(-gte))) * up;
+          v[i] = silu_bf(gte) * up;
         }
         store_pair(j, col_even, v[0], v[1]);
       } else {

@@ -96,6 +96,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int k_tiles = (g.k + BK - 1) / BK;
   const int per_block = FUSE_SILU ? kBN / 2 : kBN;
   constexpr int kPackedRow = packed_row_bytes<QB>();
+  // A computing warp's j-th tile from the loader's ring: expert (-1: no more tiles), row0, rows, n0.
+  auto take_tile = [&](int j, int lane) {
+    const int slot = j % kTileRing;
+    mbar_wait(smem_addr(&ring_full[slot]), (j / kTileRing) & 1);
+    const int4 info = ring[slot];
+    __syncwarp();
+    if (lane == 0) mbar_arrive(smem_addr(&ring_empty[slot]));
+    return info;
+  };
 
   if (wg == 0) {
     // --- loader ---
@@ -184,11 +193,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     int stage = 0;
     uint32_t phase = 0;
     for (int j = 0;; ++j) {
-      const int slot = j % kTileRing;
-      mbar_wait(smem_addr(&ring_full[slot]), (j / kTileRing) & 1);
-      const int4 info = ring[slot];
-      __syncwarp();
-      if (lane == 0) mbar_arrive(smem_addr(&ring_empty[slot]));
+      const int4 info = take_tile(j, lane);
       if (info.x < 0) break;
       const int n0 = info.w;
       int64_t srow[2][2];
@@ -268,10 +273,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
       wgmma_wait<0>();
-#pragma unroll
-      for (int b = 0; b < 2; ++b)
-#pragma unroll
-        for (int i = 0; i < 64; ++i) fence_operand(d[b][i]);
+      fence_accumulators();
       __syncwarp();
       if (lane == 0) mbar_arrive(smem_addr(&empty_bar[prev_stage]));
       store_transposed<FUSE_SILU>(g, d, info.y, info.z, n0, cwg, warp, lane);
@@ -303,11 +305,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       compute_barrier();
     };
     for (int j = 0;; ++j) {
-      const int slot = j % kTileRing;
-      mbar_wait(smem_addr(&ring_full[slot]), (j / kTileRing) & 1);
-      const int4 info = ring[slot];
-      __syncwarp();
-      if (lane == 0) mbar_arrive(smem_addr(&ring_empty[slot]));
+      const int4 info = take_tile(j, lane);
       if (info.x < 0) break;
       ExpertTile et;
       et.expert = info.x;

@@ -244,7 +244,7 @@ __global__ void silu_rows_kernel(const bf16* gu, bf16* act, const int32_t* total
   if (r >= *total_rows) return;
   for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < I; c += int64_t{gridDim.x} * blockDim.x) {
     const float g = to_f(gu[r * 2 * I + c]);
-    const float s = round_bf(g / (1.0f + __expf(-g)));
+    const float s = silu_bf(g);
     act[r * I + c] = to_bf(s * to_f(gu[r * 2 * I + I + c]));
   }
 }
@@ -397,7 +397,7 @@ __global__ void __launch_bounds__(kGThreads) grouped_gemm_kernel(GroupedArgs g) 
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           const float gte = round_bf(acc[mt][nt][q]), up = round_bf(acc[mt][nt + 2][q]);
-          v[q] = round_bf(gte / (1.0f + __expf(-gte))) * up;
+          v[q] = silu_bf(gte) * up;
         }
         if (r_a < rows) *reinterpret_cast<uint32_t*>(g.c + int64_t{row0 + r_a} * ldc + col) = pack_bf16(v[0], v[1]);
         if (r_b < rows) *reinterpret_cast<uint32_t*>(g.c + int64_t{row0 + r_b} * ldc + col) = pack_bf16(v[2], v[3]);

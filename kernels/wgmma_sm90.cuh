@@ -233,7 +233,7 @@ __device__ __forceinline__ void store_tile(const GroupedArgs& g, const float (&d
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const float gte = round_bf(d[4 * j + i]), up = round_bf(d[4 * (j + 16) + i]);
-        v[i] = round_bf(gte / (1.0f + __expf(-gte))) * up;
+        v[i] = silu_bf(gte) * up;
       }
       if (r_a < rows) *reinterpret_cast<uint32_t*>(g.c + int64_t{row0 + r_a} * half + col) = pack_bf16(v[0], v[1]);
       if (r_b < rows) *reinterpret_cast<uint32_t*>(g.c + int64_t{row0 + r_b} * half + col) = pack_bf16(v[2], v[3]);

@@ -135,6 +135,26 @@ class CudaKernel : public ::testing::Test {
     return {std::move(i), make(M, K, weights, DType::F32)};
   }
   void check_quantized_experts(int64_t H, int64_t I, bool want_in_gemm);
+  // moe_experts on a backend of its own with E3_GEMM_VARIANT `variant` (and E3_MOE_UNFUSED): x
+  // [M, H] through `experts` by the top-k `ids` and `w`, quantized experts converted in the GEMM
+  // or not; every output written and finite.
+  std::vector<float> experts_on(int variant, bool unfused, bool quantized_in_gemm, const Pair& x, const Pair& ids,
+                                const Pair& w, const ExpertStack& experts) {
+    const int64_t M = x.gpu.rows, H = x.gpu.cols;
+    std::unique_ptr<Backend> gpu = make_cuda_backend(0, CudaOptions{variant, unfused});
+    gpu->set_quantized_experts_in_gemm(quantized_in_gemm);
+    EXPECT_EQ(gpu->reads_quantized_experts(experts), quantized_in_gemm) << "variant " << variant;
+    Pair out = poisoned(M, H, DType::F32);
+    const MoeScratchShape shape{static_cast<int>(ids.gpu.cols), experts.num_experts, H, experts.intermediate, false};
+    DeviceBuffer scratch = gpu->allocate(gpu->moe_scratch_bytes(M, shape));
+    gpu->moe_experts(x.gpu, ids.gpu, w.gpu, experts, out.gpu, Tensor{},
+                     scratch.view(DType::I32, 1, static_cast<int64_t>(scratch.bytes() / 4)));
+    std::vector<float> got = host(*gpu, out.gpu);
+    size_t nonfinite = 0;
+    for (float v : got) nonfinite += !std::isfinite(v);
+    EXPECT_EQ(nonfinite, 0u) << "unwritten or overflowing outputs, variant " << variant;
+    return got;
+  }
   std::unique_ptr<Backend> gpu_, cpu_;
 };
 
@@ -513,22 +533,6 @@ TEST_F(CudaKernel, TheWarpSpecialisedGemmGivesTheCpAsyncKernelsBits) {
   if (!runs_wgmma(*gpu_)) GTEST_SKIP() << "no sm_90a image for this GPU";
   const int E = 16, local = 8, first = 8, K = 4;
   const int64_t M = 5000;
-  auto run = [&](int variant, bool unfused, bool quantized_in_gemm, const Pair& x, const Pair& ids, const Pair& w,
-                 const ExpertStack& experts, int64_t H, int64_t I) {
-    std::unique_ptr<Backend> gpu = make_cuda_backend(0, CudaOptions{variant, unfused});
-    gpu->set_quantized_experts_in_gemm(quantized_in_gemm);
-    EXPECT_EQ(gpu->reads_quantized_experts(experts), quantized_in_gemm);
-    Pair out = poisoned(M, H, DType::F32);
-    const MoeScratchShape shape{K, local, H, I, false};
-    DeviceBuffer scratch = gpu->allocate(gpu->moe_scratch_bytes(M, shape));
-    gpu->moe_experts(x.gpu, ids.gpu, w.gpu, experts, out.gpu, Tensor{},
-                     scratch.view(DType::I32, 1, static_cast<int64_t>(scratch.bytes() / 4)));
-    std::vector<float> got = host(*gpu, out.gpu);
-    size_t nonfinite = 0;
-    for (float v : got) nonfinite += !std::isfinite(v);
-    EXPECT_EQ(nonfinite, 0u) << "unwritten or overflowing outputs";
-    return got;
-  };
   auto [ids, w] = routing(M, K, E);
   {
     const int64_t H = 520, I = 648;  // k of the down GEMM 648 = 10 k-tiles and 8 columns
@@ -538,13 +542,13 @@ TEST_F(CudaKernel, TheWarpSpecialisedGemmGivesTheCpAsyncKernelsBits) {
     const ExpertStack eg{gate_up.gpu, down.gpu, first, local, I, {}, {}};
     for (bool unfused : {false, true}) {
       SCOPED_TRACE(fmt::format("bf16 experts, unfused {}", unfused));
-      const std::vector<float> ws = run(CudaOptions::kHopperWsGemmVariant, unfused, false, x, ids, w, eg, H, I);
-      EXPECT_EQ(ws, run(CudaOptions::kHopperGemmVariant, unfused, false, x, ids, w, eg, H, I));
-      EXPECT_EQ(ws, run(CudaOptions::kHopperWsShortKGemmVariant, unfused, false, x, ids, w, eg, H, I))
+      const std::vector<float> ws = experts_on(CudaOptions::kHopperWsGemmVariant, unfused, false, x, ids, w, eg);
+      EXPECT_EQ(ws, experts_on(CudaOptions::kHopperGemmVariant, unfused, false, x, ids, w, eg));
+      EXPECT_EQ(ws, experts_on(CudaOptions::kHopperWsShortKGemmVariant, unfused, false, x, ids, w, eg))
           << "32-column k-tiles";
-      EXPECT_EQ(ws, run(CudaOptions::kHopperWsSlabMajorGemmVariant, unfused, false, x, ids, w, eg, H, I))
+      EXPECT_EQ(ws, experts_on(CudaOptions::kHopperWsSlabMajorGemmVariant, unfused, false, x, ids, w, eg))
           << "n-tile major";
-      EXPECT_EQ(ws, run(CudaOptions::kHopperWsCountedGemmVariant, unfused, false, x, ids, w, eg, H, I))
+      EXPECT_EQ(ws, experts_on(CudaOptions::kHopperWsCountedGemmVariant, unfused, false, x, ids, w, eg))
           << "tiles from a counter";
     }
   }
@@ -556,13 +560,13 @@ TEST_F(CudaKernel, TheWarpSpecialisedGemmGivesTheCpAsyncKernelsBits) {
     const ExpertStack eg{Tensor{}, Tensor{}, first, local, I, gu.gpu, dn.gpu};
     for (bool unfused : {false, true}) {
       SCOPED_TRACE(fmt::format("format {}, unfused {}", static_cast<int>(format), unfused));
-      const std::vector<float> ws = run(CudaOptions::kHopperWsGemmVariant, unfused, true, x, ids, w, eg, H, I);
-      EXPECT_EQ(ws, run(CudaOptions::kHopperGemmVariant, unfused, true, x, ids, w, eg, H, I));
-      EXPECT_EQ(ws, run(CudaOptions::kHopperWsSlabMajorGemmVariant, unfused, true, x, ids, w, eg, H, I))
+      const std::vector<float> ws = experts_on(CudaOptions::kHopperWsGemmVariant, unfused, true, x, ids, w, eg);
+      EXPECT_EQ(ws, experts_on(CudaOptions::kHopperGemmVariant, unfused, true, x, ids, w, eg));
+      EXPECT_EQ(ws, experts_on(CudaOptions::kHopperWsSlabMajorGemmVariant, unfused, true, x, ids, w, eg))
           << "n-tile major";
-      EXPECT_EQ(ws, run(CudaOptions::kHopperWsCountedGemmVariant, unfused, true, x, ids, w, eg, H, I))
+      EXPECT_EQ(ws, experts_on(CudaOptions::kHopperWsCountedGemmVariant, unfused, true, x, ids, w, eg))
           << "tiles from a counter";
-      EXPECT_EQ(ws, run(CudaOptions::kHopperWsCountedRegsGemmVariant, unfused, true, x, ids, w, eg, H, I))
+      EXPECT_EQ(ws, experts_on(CudaOptions::kHopperWsCountedRegsGemmVariant, unfused, true, x, ids, w, eg))
           << "the weights as the register operand";
     }
   }
@@ -584,21 +588,9 @@ TEST_F(CudaKernel, QuantizedExpertsInTheGemmTakeGroupsAndBlocksOfAnyWidth) {
     const ExpertStack eg{Tensor{}, Tensor{}, first, local, I, gu.gpu, dn.gpu};
     for (bool unfused : {false, true}) {
       SCOPED_TRACE(fmt::format("format {}, width {}, unfused {}", static_cast<int>(format), width, unfused));
-      std::vector<std::vector<float>> outs;
-      for (int variant : {CudaOptions::kHopperGemmVariant, CudaOptions::kHopperWsCountedRegsGemmVariant}) {
-        std::unique_ptr<Backend> gpu = make_cuda_backend(0, CudaOptions{variant, unfused});
-        gpu->set_quantized_experts_in_gemm(true);
-        ASSERT_TRUE(gpu->reads_quantized_experts(eg)) << "variant " << variant;
-        Pair out = poisoned(M, H, DType::F32);
-        DeviceBuffer scratch = gpu->allocate(gpu->moe_scratch_bytes(M, MoeScratchShape{K, local, H, I, false}));
-        gpu->moe_experts(x.gpu, ids.gpu, w.gpu, eg, out.gpu, Tensor{},
-                         scratch.view(DType::I32, 1, static_cast<int64_t>(scratch.bytes() / 4)));
-        outs.push_back(host(*gpu, out.gpu));
-      }
-      size_t nonfinite = 0;
-      for (float v : outs[0]) nonfinite += !std::isfinite(v);
-      EXPECT_EQ(nonfinite, 0u);
-      EXPECT_EQ(outs[0], outs[1]) << "the register-operand kernel differs from the cp.async kernel";
+      EXPECT_EQ(experts_on(CudaOptions::kHopperGemmVariant, unfused, true, x, ids, w, eg),
+                experts_on(CudaOptions::kHopperWsCountedRegsGemmVariant, unfused, true, x, ids, w, eg))
+          << "the register-operand kernel differs from the cp.async kernel";
     }
   }
 }

@@ -35,6 +35,14 @@ exec 3> "$work/keys"
 for _ in $(seq 1 1200); do compgen -G "$out/shard-*.h5" > /dev/null && break; sleep 0.1; done
 compgen -G "$out/shard-*.h5" > /dev/null || { cat "$LOG"; fail "no shard was committed"; }
 committed_before=$(cd "$out" && ls shard-*.h5)
+# A shard is committed at a step's end: wait for a progress line after it that names a running
+# step, so that Ctrl-C comes mid-step. Sent at the boundary, the stop could come before the next
+# step started, with nothing computed for an unfinished shard (seen once on a loaded machine).
+seen=$(wc -l < "$LOG")
+for _ in $(seq 1 600); do
+  tail -n +$((seen + 1)) "$LOG" | grep -qE 'info: progress: .*; step [0-9]+/[0-9]+ running for [0-9]+ s' && break
+  sleep 0.01
+done
 sent=$(date +%s%N)
 printf '\003' >&3
 # mpirun holds back its ranks' output while it waits out its kill timeouts: the leader's line

@@ -1,0 +1,62 @@
+#!/bin/bash
+# Twelfth session (2026-12-06), issue 21 item 4, call 40: where the bf16 expert GEMM (variant 8, the
+# bf16 default) loses against the dense ceiling, before changing it. CALL=NN names the log.
+#   bench   the three bench configs, bf16, as main is (two rounds)
+#   ncu     one gate/up and one down launch of deepseek_v2_lite_shape and one gate/up launch of
+#           kimi_k2_3layer: speed of light, memory and compute sections, tensor-pipe activity and
+#           the warps' stall reasons (--clock-control none: the clocks are left alone)
+#   sass    per-instruction stall samples (SASS) of one deepseek_v2_lite_shape gate/up launch
+# Carry build-gpu/pack, as for issue21_call35.sh.
+set -uo pipefail
+STAGES=${*:-bench ncu sass}
+C=$PWD/build-gpu/carry
+export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
+LOG=$OUT/issue21_call${CALL:-40}.log
+. "$(dirname "$0")/lib.sh"
+say "== $(date -u) $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader)"
+mkdir -p build/bin
+ln -sfn "$C/lib" build/lib-gpu
+if [[ " $STAGES " == *" unit "* ]]; then
+  unit_tests
+fi
+if [[ " $STAGES " == *" golden "* ]]; then
+  golden_cases
+fi
+if [[ " $STAGES " == *" bench "* ]]; then
+  for round in 1 2; do
+    for c in deepseek_v2_lite_shape kimi_k2_3layer llama3_8b; do
+      bench "${c}_r$round" "$C/configs/$c.json" ${E3_ENV:-E3_NONE=}
+    done
+  done
+fi
+# ncu NAME CONFIG SKIP [ncu args...]: launch SKIP of the grouped expert GEMM (even: gate/up, odd: down).
+run_ncu() {
+  local name=$1 config=$2 skip=$3; shift 3
+  timeout 240 ncu --clock-control none --kernel-name regex:grouped_gemm_ws --launch-skip "$skip" --launch-count 1 "$@" \
+    "$C/new" bench --config "$config" --batch 8 --seq 2048 --iters 1 --warmup 1 > "$OUT/logs/ncu_$name.log" 2>&1
+  say "ncu $name rc $?:"
+}
+if [[ " $STAGES " == *" ncu "* ]]; then
+  metrics='gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active'
+  metrics+=',dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct'
+  metrics+=',lts__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__throughput.avg.pct_of_peak_sustained_active'
+  metrics+=',sm__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active'
+  metrics+=',regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
+  for spec in "dsv2_gateup $C/configs/deepseek_v2_lite_shape.json 4" "dsv2_down $C/configs/deepseek_v2_lite_shape.json 5" \
+              "kimi_gateup $C/configs/kimi_k2_3layer.json 2" "kimi_down $C/configs/kimi_k2_3layer.json 3"; do
+    set -- $spec
+    run_ncu "$1" "$2" "$3" --metrics "$metrics"
+    grep -E "duration|hmma|dram__|lts__|l1tex__|sm__throughput|issue_active" "$OUT/logs/ncu_$1.log" | tee -a "$LOG"
+    grep -E "stalled" "$OUT/logs/ncu_$1.log" | sort -k3 -g -r | head -8 | tee -a "$LOG"
+  done
+fi
+if [[ " $STAGES " == *" sass "* ]]; then
+  run_ncu sass_dsv2 "$C/configs/deepseek_v2_lite_shape.json" 4 --section SourceCounters --section WarpStateStats \
+    --page source --csv --print-source sass
+  mv "$OUT/logs/ncu_sass_dsv2.log" "$OUT/sass_dsv2.csv"
+  say "sass $(wc -l < "$OUT/sass_dsv2.csv") lines"
+  gzip -f "$OUT/sass_dsv2.csv"
+fi
+say "== done $(date -u)"
+tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"

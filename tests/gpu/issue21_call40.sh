@@ -23,6 +23,19 @@ fi
 if [[ " $STAGES " == *" golden "* ]]; then
   golden_cases
 fi
+if [[ " $STAGES " == *" golden10 "* ]]; then
+  E3_GEMM_VARIANT=10 golden_cases
+  cp "$OUT/logs/golden.log" "$OUT/logs/golden_v10.log"
+fi
+# cmp: the default (variant 8 for bf16 experts) against variant 10, interleaved, two rounds.
+if [[ " $STAGES " == *" cmp "* ]]; then
+  for round in 1 2; do
+    for c in deepseek_v2_lite_shape kimi_k2_3layer; do
+      bench "${c}_v8_r$round" "$C/configs/$c.json" E3_GEMM_VARIANT=8
+      bench "${c}_v10_r$round" "$C/configs/$c.json" E3_GEMM_VARIANT=10
+    done
+  done
+fi
 if [[ " $STAGES " == *" bench "* ]]; then
   for round in 1 2; do
     for c in deepseek_v2_lite_shape kimi_k2_3layer llama3_8b; do
@@ -43,12 +56,17 @@ if [[ " $STAGES " == *" ncu "* ]]; then
   metrics+=',lts__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__throughput.avg.pct_of_peak_sustained_active'
   metrics+=',sm__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active'
   metrics+=',regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
+  metrics+=',launch__grid_size,launch__cluster_dim_x,launch__occupancy_cluster_pct'
+  # NCU_VARIANTS: the E3_GEMM_VARIANTs to profile, each in turn (8: the bf16 default before call 40)
+  for v in ${NCU_VARIANTS:-8}; do
   for spec in "dsv2_gateup $C/configs/deepseek_v2_lite_shape.json 4" "dsv2_down $C/configs/deepseek_v2_lite_shape.json 5" \
               "kimi_gateup $C/configs/kimi_k2_3layer.json 2" "kimi_down $C/configs/kimi_k2_3layer.json 3"; do
     set -- $spec
-    run_ncu "$1" "$2" "$3" --metrics "$metrics"
-    grep -E "duration|hmma|dram__|lts__|l1tex__|sm__throughput|issue_active" "$OUT/logs/ncu_$1.log" | tee -a "$LOG"
-    grep -E "stalled" "$OUT/logs/ncu_$1.log" | sort -k3 -g -r | head -8 | tee -a "$LOG"
+    say "-- variant $v $1"
+    E3_GEMM_VARIANT=$v run_ncu "$1_v$v" "$2" "$3" --metrics "$metrics"
+    grep -E "duration|hmma|dram__|lts__|l1tex__|sm__throughput|issue_active|launch__" "$OUT/logs/ncu_$1_v$v.log" | tee -a "$LOG"
+    grep -E "stalled" "$OUT/logs/ncu_$1_v$v.log" | sort -k3 -g -r | head -8 | tee -a "$LOG"
+  done
   done
 fi
 if [[ " $STAGES " == *" sass "* ]]; then

@@ -1,7 +1,5 @@
 #include "kernels/cuda_options.h"
 
-#include <string>
-
 #include "core/error.h"
 
 namespace e3::kernels {
@@ -9,17 +7,14 @@ namespace e3::kernels {
 CudaOptions cuda_options_from(const Environment& env) {
   CudaOptions o;
   if (const auto v = env.get("E3_GEMM_VARIANT"); v && !v->empty()) {
-    const bool digits = !v->empty() && v->size() <= 2 && v->find_first_not_of("0123456789") == std::string::npos &&
-                        (v->size() == 1 || (*v)[0] != '0');
-    E3_REQUIRE(digits && std::stoi(*v) <= CudaOptions::kHopperWsCountedPairsGemmVariant, ErrorKind::Usage,
+    E3_REQUIRE(v->size() == 1 && (*v)[0] >= '0' && (*v)[0] <= '0' + CudaOptions::kHopperWsCountedRegsGemmVariant, ErrorKind::Usage,
                "E3_GEMM_VARIANT='{}': expected 0, 1, 2 or 3 (the portable grouped GEMM's tile shapes), 4 (the "
                "Hopper cp.async wgmma kernel), 5 (the warp-specialised Hopper kernel), 6 (the same with 32-column "
                "k-tiles), 7 (5 walking each expert's tiles n-tile major), 8 (7 "
-               "with the tiles taken from a counter), 9 (8 with quantized experts as the MMA's register "
-               "operand) or 10 (9 with bf16 experts in clusters of two blocks sharing each weight tile); unset it "
-               "for the best kernel of the GPU",
+               "with the tiles taken from a counter) or 9 (8 with quantized experts as the MMA's register "
+               "operand); unset it for the best kernel of the GPU",
                *v);
-    o.gemm_variant = std::stoi(*v);
+    o.gemm_variant = (*v)[0] - '0';
   }
   if (const auto v = env.get("E3_MOE_UNFUSED"); v && !v->empty()) {
     E3_REQUIRE(*v == "0" || *v == "1", ErrorKind::Usage,

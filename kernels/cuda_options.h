@@ -15,13 +15,11 @@ struct CudaOptions {
   // 4 = the Hopper cp.async kernel, 5 = the warp-specialised Hopper kernel, 6 = the same with
   // 32-column k-tiles and 8 stages for bf16 experts, 7 = 5 walking each expert's tiles n-tile
   // major, 8 = 7 with each block taking the next tile from a counter, 9 = 8 with quantized experts
-  // as wgmma's register operand rather than converted into shared memory (bf16 experts as 8), 10 =
-  // 9 with bf16 experts in clusters of two blocks that share each weight tile (4-10 are usage
-  // errors where the image or the GPU is not there).
+  // as wgmma's register operand rather than converted into shared memory (bf16 experts as 8; 4-9
+  // are usage errors where the image or the GPU is not there).
   static constexpr int kAutoGemmVariant = -1, kHopperGemmVariant = 4, kHopperWsGemmVariant = 5,
                        kHopperWsShortKGemmVariant = 6, kHopperWsSlabMajorGemmVariant = 7,
-                       kHopperWsCountedGemmVariant = 8, kHopperWsCountedRegsGemmVariant = 9,
-                       kHopperWsCountedPairsGemmVariant = 10;
+                       kHopperWsCountedGemmVariant = 8, kHopperWsCountedRegsGemmVariant = 9;
   int gemm_variant = kAutoGemmVariant;
   // E3_MOE_UNFUSED=1: the silu of the experts as a kernel of its own after the gate/up GEMM,
   // instead of in that GEMM's epilogue.

@@ -65,17 +65,14 @@ struct QuantWeights {
 // walking each expert's tiles n-tile major; WarpSpecializedCounted (8) the tiles in that order,
 // each block taking the next one from tile_counter when its loader is free;
 // WarpSpecializedCountedRegs (9) that walk with quantized experts built into wgmma's register
-// operand (grouped_gemm_sm90_regs.cuh) rather than converted into shared memory;
-// WarpSpecializedCountedPairs (10) that with bf16 experts in clusters of two blocks, the B tile of
-// two m-tiles multicast to both (grouped_gemm_sm90_ws.cu).
+// operand (grouped_gemm_sm90_regs.cuh) rather than converted into shared memory.
 enum class HopperGemm {
   CpAsync,
   WarpSpecialized,
   WarpSpecializedShortK,
   WarpSpecializedSlabMajor,
   WarpSpecializedCounted,
-  WarpSpecializedCountedRegs,
-  WarpSpecializedCountedPairs
+  WarpSpecializedCountedRegs
 };
 // How the warp-specialised kernel's persistent blocks walk the tiles, and where its computing
 // warpgroups put converted quantized weights.
@@ -83,7 +80,6 @@ struct WsSchedule {
   bool slab_major = false;            // each expert's tiles n-tile major
   bool counted = false;               // from GroupedArgs::tile_counter rather than every gridDim-th
   bool weights_in_registers = false;  // quantized experts as wgmma's A operand (C^T = W X^T)
-  bool pairs = false;                 // bf16 experts: clusters of two blocks sharing B (the counter counts units)
 };
 WsSchedule ws_schedule(HopperGemm kernel);
 

@@ -190,13 +190,10 @@ int grouped_gemm_hopper_tile_rows() { return kBM; }
 
 WsSchedule ws_schedule(HopperGemm kernel) {
   WsSchedule w;
-  const bool counted = kernel == HopperGemm::WarpSpecializedCounted || kernel == HopperGemm::WarpSpecializedCountedRegs ||
-                       kernel == HopperGemm::WarpSpecializedCountedPairs;
+  const bool counted = kernel == HopperGemm::WarpSpecializedCounted || kernel == HopperGemm::WarpSpecializedCountedRegs;
   w.slab_major = kernel == HopperGemm::WarpSpecializedSlabMajor || counted;
   w.counted = counted;
-  w.weights_in_registers =
-      kernel == HopperGemm::WarpSpecializedCountedRegs || kernel == HopperGemm::WarpSpecializedCountedPairs;
-  w.pairs = kernel == HopperGemm::WarpSpecializedCountedPairs;
+  w.weights_in_registers = kernel == HopperGemm::WarpSpecializedCountedRegs;
   return w;
 }
 

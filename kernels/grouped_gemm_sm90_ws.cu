@@ -63,47 +63,18 @@ struct Smem {
 __device__ __forceinline__ void compute_barrier() { asm volatile("bar.sync 1, %0;\n" ::"n"(kComputeThreads) : "memory"); }
 #endif
 
-#ifdef E3_WGMMA
-// PAIR (E3_GEMM_VARIANT=10, bf16 experts): the blocks run in clusters of two, and the pair takes
-// units from the counter rather than tiles. Per expert and n-tile pair (2q, 2q + 1), the units
-// are its m-tile pairs at 2q, then at 2q + 1, then (an odd m-tile count) its last m-tile at 2q in
-// block 0 and at 2q + 1 in block 1. In an m-tile pair both blocks need the same B tile: each
-// brings one half and the copy engine writes it into both, so a block reads 16 KiB of B per
-// k-step from L2 rather than 32. A block whose n-tile is past the last runs the unit on zeros
-// and stores nothing, so that both walk the same stages.
-struct PairUnit {
-  int m_local, n_tile;
-  bool multicast, valid;
-};
-__device__ __forceinline__ int pair_units(int m_tiles, int n_tiles) {
-  return (m_tiles / 2) * n_tiles + (m_tiles & 1) * ((n_tiles + 1) / 2);
-}
-__device__ __forceinline__ PairUnit pair_unit(int local, int m_tiles, int n_tiles, int rank) {
-  const int pairs = m_tiles / 2, per_n_pair = 2 * pairs + (m_tiles & 1);
-  const int q = local / per_n_pair, r = local - q * per_n_pair;
-  if (r < pairs) return {2 * r + rank, 2 * q, true, true};
-  if (r < 2 * pairs && 2 * q + 1 < n_tiles) return {2 * (r - pairs) + rank, 2 * q + 1, true, true};
-  const bool valid = 2 * q + rank < n_tiles;
-  return {m_tiles - 1, valid ? 2 * q + rank : 2 * q, false, valid};
-}
-#endif
-
 // A_TMA: A's rows are the expert-grouped rows (no a_rows), loaded through a_map.
-template <bool FUSE_SILU, int QB, bool A_TMA, int BK, bool W_REGS, bool PAIR>
+template <bool FUSE_SILU, int QB, bool A_TMA, int BK, bool W_REGS>
 __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_ws_kernel(const __grid_constant__ CUtensorMap b_map, const __grid_constant__ CUtensorMap a_map,
                            GroupedArgs g, QuantWeights qw, int n_tiles, WsSchedule schedule) {
 #ifdef E3_WGMMA
-  static_assert(!PAIR || (QB == kBf16 && BK == kTileK && !W_REGS), "clusters of two for bf16 experts, 64-column k-tiles");
   using S = Smem<QB, BK, W_REGS>;
   constexpr int kStages = S::kStages, kABytes = S::kABytes;
   extern __shared__ unsigned char raw_smem[];
   __shared__ alignas(8) uint64_t full_bar[kStages], empty_bar[kStages], ring_full[kTileRing], ring_empty[kTileRing];
   __shared__ int4 ring[kTileRing];  // expert (-1: no more tiles), row0, rows, n0
   __shared__ int taken[2];          // the loader's tiles from the counter, by parity
-  // PAIR: block 0 takes each unit from the counter and writes it into block 1's `taken`.
-  __shared__ alignas(8) uint64_t taken_full[2], taken_empty[2];
-  const uint32_t rank = PAIR ? cluster_rank() : 0, peer = rank ^ 1;
   const uint32_t raw = smem_addr(raw_smem);
   const uint32_t base = (raw + 1023u) & ~1023u;
   unsigned char* smem = raw_smem + (base - raw);
@@ -112,21 +83,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int s = 0; s < kStages; ++s) {
       // the expect_tx arrival, and each loader thread's cp.async arrival
       mbar_init(smem_addr(&full_bar[s]), A_TMA ? 1 : kLoaderThreads + 1);
-      // each computing warp's, of both blocks with PAIR (either block's loader writes both's stage)
-      mbar_init(smem_addr(&empty_bar[s]), (PAIR ? 2 : 1) * kComputeThreads / 32);
+      mbar_init(smem_addr(&empty_bar[s]), kComputeThreads / 32);
     }
     for (int s = 0; s < kTileRing; ++s) {
       mbar_init(smem_addr(&ring_full[s]), 1);
       mbar_init(smem_addr(&ring_empty[s]), kComputeThreads / 32);
     }
-    for (int s = 0; s < 2; ++s) {
-      mbar_init(smem_addr(&taken_full[s]), 1);
-      mbar_init(smem_addr(&taken_empty[s]), 1);
-    }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  if constexpr (PAIR) cluster_sync();
-  else __syncthreads();
+  __syncthreads();
 
   const int k_tiles = (g.k + BK - 1) / BK;
   const int per_block = FUSE_SILU ? kBN / 2 : kBN;
@@ -151,56 +116,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint32_t phase = 0;
     const int total = g.tile_offsets[g.experts] * n_tiles;
     int expert = 0;
-    int unit_base = 0;  // PAIR: the units of the experts before `expert`
-    auto loader_sync = [] { asm volatile("bar.sync 2, %0;\n" ::"n"(kLoaderThreads) : "memory"); };
     // A block's tiles only move forward, from the counter too.
     auto next_tile = [&](int t, int j) {
       if (!schedule.counted) return j == 0 ? static_cast<int>(blockIdx.x) : t + static_cast<int>(gridDim.x);
-      const int slot = j & 1;
-      if (tid == 0) {
-        if (rank == 0) {
-          const int v = atomicAdd(g.tile_counter, 1);
-          if constexpr (PAIR) {
-            mbar_wait_cluster(smem_addr(&taken_empty[slot]), ((j >> 1) & 1) ^ 1);
-            store_remote(peer_address(smem_addr(&taken[slot]), peer), v);
-            mbar_arrive_remote(peer_address(smem_addr(&taken_full[slot]), peer));
-          }
-          taken[slot] = v;
-        } else {
-          mbar_wait_cluster(smem_addr(&taken_full[slot]), (j >> 1) & 1);
-        }
-      }
-      loader_sync();
-      const int v = taken[slot];
-      if (PAIR && rank == 1) {
-        loader_sync();
-        if (tid == 0) mbar_arrive_remote(peer_address(smem_addr(&taken_empty[slot]), peer));
-      }
-      return v;
+      if (tid == 0) taken[j & 1] = atomicAdd(g.tile_counter, 1);
+      asm volatile("bar.sync 2, %0;\n" ::"n"(kLoaderThreads) : "memory");
+      return taken[j & 1];
     };
     for (int j = 0, t = next_tile(0, 0);; t = next_tile(t, ++j)) {
       // Expert e's tiles are t in [tile_offsets[e], tile_offsets[e + 1]) * n_tiles whatever the
-      // order inside (PAIR: its units, pair_units of them, from unit_base).
+      // order inside.
       ExpertTile et;
       int n0 = 0;
-      bool more = t < total, multicast = false;
-      if (PAIR) {
-        for (; expert < g.experts; ++expert) {
-          const int units = pair_units(g.tile_offsets[expert + 1] - g.tile_offsets[expert], n_tiles);
-          if (t < unit_base + units) break;
-          unit_base += units;
-        }
-        more = expert < g.experts;
-        if (more) {
-          const PairUnit u =
-              pair_unit(t - unit_base, g.tile_offsets[expert + 1] - g.tile_offsets[expert], n_tiles, rank);
-          multicast = u.multicast;
-          n0 = u.n_tile * per_block;
-          et.expert = expert;
-          et.row0 = g.row_offsets[expert] + u.m_local * kBM;
-          et.rows = u.valid ? min(kBM, g.row_offsets[expert + 1] - et.row0) : 0;
-        }
-      } else if (more) {
+      if (t < total) {
         while (g.tile_offsets[expert + 1] * n_tiles <= t) ++expert;
         const int local = t - g.tile_offsets[expert] * n_tiles;
         const int m_tiles = g.tile_offsets[expert + 1] - g.tile_offsets[expert];
@@ -216,7 +144,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         ring[slot] = make_int4(et.expert, et.row0, et.rows, n0);
         mbar_arrive(smem_addr(&ring_full[slot]));
       }
-      if (!more) break;
+      if (t >= total) break;
       // B rows in the tensor map (expert e's N rows start at e N): two boxes of 128 rows, the
       // gate rows and their up rows with the silu fused, else 256 consecutive rows.
       const int b_row0 = et.expert * g.n + n0, b_row1 = FUSE_SILU ? b_row0 + g.n / 2 : b_row0 + kBN / 2;
@@ -229,20 +157,15 @@ __global__ void __launch_bounds__(kThreads, 1)
         a_src[j] = src_row >= 0 ? g.a + src_row * g.lda + chunk * 8 : nullptr;
       }
       for (int kt = 0; kt < k_tiles; ++kt) {
-        if constexpr (PAIR) mbar_wait_cluster(smem_addr(&empty_bar[stage]), phase ^ 1);
-        else mbar_wait(smem_addr(&empty_bar[stage]), phase ^ 1);
+        mbar_wait(smem_addr(&empty_bar[stage]), phase ^ 1);
         const uint32_t sa = base + stage * S::kStage, sb = sa + kABytes;
         if (tid == 0) {
           const uint32_t full = smem_addr(&full_bar[stage]);
           mbar_arrive_expect_tx(full, S::kBStage + (A_TMA ? kABytes : 0));
           if (A_TMA) tma_load_2d(sa, &a_map, full, kt * BK, et.row0);
           const int inner = QB == kBf16 ? kt * BK : kt * kPackedRow;
-          if (PAIR && multicast) {
-            tma_load_2d_multicast(sb + rank * (S::kBStage / 2), &b_map, full, inner, rank ? b_row1 : b_row0, 0x3);
-          } else {
-            tma_load_2d(sb, &b_map, full, inner, b_row0);
-            tma_load_2d(sb + S::kBStage / 2, &b_map, full, inner, b_row1);
-          }
+          tma_load_2d(sb, &b_map, full, inner, b_row0);
+          tma_load_2d(sb + S::kBStage / 2, &b_map, full, inner, b_row1);
         }
         if (!A_TMA) {
           const int k0 = kt * BK;
@@ -364,10 +287,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint32_t phase = 0;
     auto release = [&](int s) {
       __syncwarp();
-      if (lane == 0) {
-        mbar_arrive(smem_addr(&empty_bar[s]));
-        if constexpr (PAIR) mbar_arrive_remote(peer_address(smem_addr(&empty_bar[s]), peer));
-      }
+      if (lane == 0) mbar_arrive(smem_addr(&empty_bar[s]));
     };
     // Quantized B: wait for the stage of the next step and convert B row ctid of it into the
     // converted tile cbuf (last read three steps ago, by wgmmas every warpgroup has waited for
@@ -438,7 +358,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       store_tile<FUSE_SILU>(g, d, et.row0, et.rows, n0, cwg * 64, warp, lane);
     }
   }
-  if constexpr (PAIR) cluster_sync();
 #endif
 }
 
@@ -473,11 +392,11 @@ CUtensorMap tile_map(const void* data, bool bf16_elements, uint64_t inner, uint6
   return map;
 }
 
-template <bool FUSE, int QB, bool A_TMA, int BK, bool W_REGS, bool PAIR = false>
+template <bool FUSE, int QB, bool A_TMA, int BK, bool W_REGS>
 void launch(const GroupedArgs& g, const QuantWeights& qw, const CUtensorMap& b_map, const CUtensorMap& a_map,
             int64_t max_rows, WsSchedule schedule, cudaStream_t s) {
   constexpr size_t smem = Smem<QB, BK, W_REGS>::kBytes;
-  auto* kernel = grouped_gemm_ws_kernel<FUSE, QB, A_TMA, BK, W_REGS, PAIR>;
+  auto* kernel = grouped_gemm_ws_kernel<FUSE, QB, A_TMA, BK, W_REGS>;
   E3_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const int cols = FUSE ? g.n / 2 : g.n, per_block = FUSE ? kBN / 2 : kBN;
   const int n_tiles = (cols + per_block - 1) / per_block;
@@ -485,46 +404,24 @@ void launch(const GroupedArgs& g, const QuantWeights& qw, const CUtensorMap& b_m
   int device = 0, sms = 0;
   E3_CUDA_CHECK(cudaGetDevice(&device));
   E3_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  if constexpr (PAIR) {
-    // As many clusters of two as the GPU holds at once (a GPC with an odd count of free SMs
-    // leaves one out), each block persistent as above.
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = 2;
-    cluster.val.clusterDim.y = 1;
-    cluster.val.clusterDim.z = 1;
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(static_cast<unsigned>(2 * (sms / 2)));
-    config.blockDim = dim3(kThreads);
-    config.dynamicSmemBytes = smem;
-    config.stream = s;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    int clusters = 0;
-    E3_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
-    E3_REQUIRE(clusters > 0, ErrorKind::Internal, "grouped_gemm_ws: no cluster of two blocks fits this GPU");
-    config.gridDim = dim3(static_cast<unsigned>(2 * std::max<int64_t>(1, std::min<int64_t>(max_tiles, clusters))));
-    E3_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, b_map, a_map, g, qw, n_tiles, schedule));
-  } else {
-    const unsigned blocks = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(max_tiles, sms)));
-    kernel<<<blocks, kThreads, smem, s>>>(b_map, a_map, g, qw, n_tiles, schedule);
-  }
+  const unsigned blocks = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(max_tiles, sms)));
+  kernel<<<blocks, kThreads, smem, s>>>(b_map, a_map, g, qw, n_tiles, schedule);
   E3_CUDA_LAUNCH_CHECK("grouped_gemm_ws");
 }
 
 // The gathered A rows (gate/up) come with cp.async, the expert-grouped ones (down) through the
 // copy engine; only the gate/up GEMM fuses the silu.
-template <int QB, int BK, bool W_REGS = false, bool PAIR = false>
+template <int QB, int BK, bool W_REGS = false>
 void launch_any(const GroupedArgs& g, const QuantWeights& qw, const CUtensorMap& b_map, bool fuse_silu,
                 int64_t max_rows, WsSchedule schedule, cudaStream_t s) {
   if (!g.a_rows && !fuse_silu) {
     const CUtensorMap a_map = tile_map(g.a, true, static_cast<uint64_t>(g.k), static_cast<uint64_t>(max_rows),
                                        static_cast<uint64_t>(g.lda) * 2, BK);
-    return launch<false, QB, true, BK, W_REGS, PAIR>(g, qw, b_map, a_map, max_rows, schedule, s);
+    return launch<false, QB, true, BK, W_REGS>(g, qw, b_map, a_map, max_rows, schedule, s);
   }
   const CUtensorMap none{};
-  if (fuse_silu) launch<true, QB, false, BK, W_REGS, PAIR>(g, qw, b_map, none, max_rows, schedule, s);
-  else launch<false, QB, false, BK, W_REGS, PAIR>(g, qw, b_map, none, max_rows, schedule, s);
+  if (fuse_silu) launch<true, QB, false, BK, W_REGS>(g, qw, b_map, none, max_rows, schedule, s);
+  else launch<false, QB, false, BK, W_REGS>(g, qw, b_map, none, max_rows, schedule, s);
 }
 
 }  // namespace
@@ -542,9 +439,6 @@ void grouped_gemm_ws(const GroupedArgs& g, bool fuse_silu, int64_t max_rows, cud
   const uint64_t k = static_cast<uint64_t>(g.k), rows = static_cast<uint64_t>(g.experts) * g.n;
   if (short_k) return launch_any<kBf16, 32>(g, QuantWeights{}, tile_map(g.w, true, k, rows, k * 2, 32), fuse_silu,
                                            max_rows, schedule, s);
-  if (schedule.pairs)
-    return launch_any<kBf16, kTileK, false, true>(g, QuantWeights{}, tile_map(g.w, true, k, rows, k * 2, kTileK),
-                                                  fuse_silu, max_rows, schedule, s);
   launch_any<kBf16, kTileK>(g, QuantWeights{}, tile_map(g.w, true, k, rows, k * 2, kTileK), fuse_silu, max_rows,
                             schedule, s);
 }

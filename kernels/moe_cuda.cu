@@ -433,16 +433,14 @@ constexpr int kHopperVariant = CudaOptions::kHopperGemmVariant, kHopperWsVariant
               kHopperWsShortKVariant = CudaOptions::kHopperWsShortKGemmVariant,
               kHopperWsSlabMajorVariant = CudaOptions::kHopperWsSlabMajorGemmVariant,
               kHopperWsCountedVariant = CudaOptions::kHopperWsCountedGemmVariant,
-              kHopperWsCountedRegsVariant = CudaOptions::kHopperWsCountedRegsGemmVariant,
-              kHopperWsCountedPairsVariant = CudaOptions::kHopperWsCountedPairsGemmVariant;
-bool is_hopper(int variant) { return variant >= kHopperVariant && variant <= kHopperWsCountedPairsVariant; }
+              kHopperWsCountedRegsVariant = CudaOptions::kHopperWsCountedRegsGemmVariant;
+bool is_hopper(int variant) { return variant >= kHopperVariant && variant <= kHopperWsCountedRegsVariant; }
 HopperGemm hopper_kernel(int variant) {
   return variant == kHopperWsVariant           ? HopperGemm::WarpSpecialized
          : variant == kHopperWsShortKVariant    ? HopperGemm::WarpSpecializedShortK
          : variant == kHopperWsSlabMajorVariant ? HopperGemm::WarpSpecializedSlabMajor
          : variant == kHopperWsCountedVariant   ? HopperGemm::WarpSpecializedCounted
          : variant == kHopperWsCountedRegsVariant ? HopperGemm::WarpSpecializedCountedRegs
-         : variant == kHopperWsCountedPairsVariant ? HopperGemm::WarpSpecializedCountedPairs
                                                 : HopperGemm::CpAsync;
 }
 

@@ -364,54 +364,6 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, uint3
       "l"(map), "r"(inner), "r"(row), "r"(bar)
       : "memory");
 }
-
-// --- two-block clusters (E3_GEMM_VARIANT=10): the B tile multicast to both blocks ---
-
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-// The address of this block's shared variable at `addr` in block `rank` of the cluster.
-__device__ __forceinline__ uint32_t peer_address(uint32_t addr, uint32_t rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
-  return r;
-}
-// An arrival on a barrier of another block of the cluster (`bar` from peer_address), ordered
-// after this thread's earlier memory operations for the whole cluster.
-__device__ __forceinline__ void mbar_arrive_remote(uint32_t bar) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void store_remote(uint32_t addr, int v) {
-  asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
-}
-// mbar_wait for a barrier that the other block arrives on: its writes before the arrival are seen.
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "wait:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra wait;\n"
-      "}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-// Every thread of every block of the cluster: the barriers' initialisation before any remote
-// arrival, and no block leaving while the other may still write into its shared memory.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-// tma_load_2d into the same offset of every block in `mask`, completing on each one's `bar`.
-__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const void* map, uint32_t bar, int inner, int row,
-                                                      uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
-      "{%2, %3}], [%4], %5;\n" ::"r"(dst),
-      "l"(map), "r"(inner), "r"(row), "r"(bar), "h"(mask)
-      : "memory");
-}
 #endif
 
 }  // namespace e3::kernels::cuda::sm90

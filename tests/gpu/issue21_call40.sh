@@ -2,11 +2,16 @@
 # Twelfth session (2026-12-06), issue 21 item 4, call 40: where the bf16 expert GEMM (variant 8, the
 # bf16 default) loses against the dense ceiling, before changing it. CALL=NN names the log.
 #   bench   the three bench configs, bf16, as main is (two rounds)
-#   ncu     one gate/up and one down launch of deepseek_v2_lite_shape and one gate/up launch of
-#           kimi_k2_3layer: speed of light, memory and compute sections, tensor-pipe activity and
+#   unit, golden  the GPU's unit tests and the golden cases (tests/gpu/lib.sh)
+#   golden10 the golden cases with E3_GEMM_VARIANT=10
+#   cmp     variants 8 and 10 interleaved, deepseek_v2_lite_shape and kimi_k2_3layer, two rounds
+#   ncu     one gate/up and one down launch of deepseek_v2_lite_shape and of kimi_k2_3layer for each
+#           of NCU_VARIANTS (default 8): speed of light, memory and compute sections, tensor-pipe activity and
 #           the warps' stall reasons (--clock-control none: the clocks are left alone)
 #   sass    per-instruction stall samples (SASS) of one deepseek_v2_lite_shape gate/up launch
-# Carry build-gpu/pack, as for issue21_call35.sh.
+# Carry build-gpu/pack, as for issue21_call35.sh. Calls 40 and 41 ran it at commit 29094fe, which has
+# E3_GEMM_VARIANT=10 (the stages golden10 and cmp, NCU_VARIANTS="10 8"); the next commit removed variant 10
+# (docs/PERFORMANCE.md, twelfth session).
 set -uo pipefail
 STAGES=${*:-bench ncu sass}
 C=$PWD/build-gpu/carry

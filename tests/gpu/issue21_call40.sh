@@ -8,6 +8,7 @@
 #   ncu     one gate/up and one down launch of deepseek_v2_lite_shape and of kimi_k2_3layer for each
 #           of NCU_VARIANTS (default 8): speed of light, memory and compute sections, tensor-pipe activity and
 #           the warps' stall reasons (--clock-control none: the clocks are left alone)
+#   l2      what fills L2's throughput in kimi_k2_3layer's expert GEMMs (below)
 #   sass    per-instruction stall samples (SASS) of one deepseek_v2_lite_shape gate/up launch
 # Carry build-gpu/pack, as for issue21_call35.sh. Calls 40 and 41 ran it at commit 29094fe, which has
 # E3_GEMM_VARIANT=10 (the stages golden10 and cmp, NCU_VARIANTS="10 8"); the next commit removed variant 10
@@ -72,6 +73,28 @@ if [[ " $STAGES " == *" ncu "* ]]; then
     grep -E "duration|hmma|dram__|lts__|l1tex__|sm__throughput|issue_active|launch__" "$OUT/logs/ncu_$1_v$v.log" | tee -a "$LOG"
     grep -E "stalled" "$OUT/logs/ncu_$1_v$v.log" | sort -k3 -g -r | head -8 | tee -a "$LOG"
   done
+  done
+fi
+# l2: what fills L2's throughput (call 42): kimi_k2_3layer's gate/up launch for each of NCU_VARIANTS,
+# and its down launch with variant 8, each three times: lts__throughput's breakdown, L2 sectors and
+# requests by operation and source, the speed-of-light and memory tables.
+if [[ " $STAGES " == *" l2 "* ]]; then
+  l2_metrics='lts__t_sectors.sum,lts__t_requests.sum,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum'
+  l2_metrics+=',lts__t_sectors_op_atom.sum,lts__t_sectors_srcunit_tex.sum,lts__t_requests_srcunit_tex.sum'
+  l2_metrics+=',lts__t_sectors_srcunit_tex_op_read.sum,lts__t_requests_srcunit_tex_op_read.sum,gpu__time_duration.sum'
+  specs=()
+  for v in ${NCU_VARIANTS:-8}; do specs+=("kimi_gateup 2 $v"); done
+  specs+=("kimi_down 3 8")
+  for spec in "${specs[@]}"; do
+    set -- $spec
+    say "-- l2 variant $3 $1"
+    E3_GEMM_VARIANT=$3 run_ncu "l2b_$1_v$3" "$C/configs/kimi_k2_3layer.json" "$2" \
+      --metrics breakdown:lts__throughput.avg.pct_of_peak_sustained_elapsed
+    grep -E "^ +[a-z]" "$OUT/logs/ncu_l2b_$1_v$3.log" | sort -k3 -g -r | head -12 | tee -a "$LOG"
+    E3_GEMM_VARIANT=$3 run_ncu "l2m_$1_v$3" "$C/configs/kimi_k2_3layer.json" "$2" --metrics "$l2_metrics"
+    grep -E "^ +(lts|gpu)__" "$OUT/logs/ncu_l2m_$1_v$3.log" | tee -a "$LOG"
+    E3_GEMM_VARIANT=$3 run_ncu "l2s_$1_v$3" "$C/configs/kimi_k2_3layer.json" "$2" --section SpeedOfLight \
+      --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --print-details all
   done
 fi
 if [[ " $STAGES " == *" sass "* ]]; then

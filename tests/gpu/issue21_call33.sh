@@ -19,18 +19,12 @@ export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
 LOG=$OUT/issue21_call33.log
 . "$(dirname "$0")/lib.sh"
-say "== $(date -u) $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader)"
+start_call
 # kimi_k2_3layer with INT4 (compressed-tensors, groups of 32) and FP8 (128 x 128 blocks) experts
 python3 "$(dirname "$0")/kimi_quant_configs.py" "$C/configs" /tmp
-mkdir -p build/bin
-ln -sfn "$C/lib" build/lib-gpu
-if [[ " $STAGES " == *" unit "* ]]; then
-  unit_tests
-fi
-if [[ " $STAGES " == *" golden "* ]]; then
-  golden_cases
-fi
-if [[ " $STAGES " == *" bench "* ]]; then
+wants unit && unit_tests
+wants golden && golden_cases
+if wants bench; then
   for round in 1 2; do
     bench "llama3_8b_r$round" "$C/configs/llama3_8b.json"
     for s in kimi_k2_3layer deepseek_v2_lite_shape; do
@@ -39,12 +33,12 @@ if [[ " $STAGES " == *" bench "* ]]; then
     done
   done
 fi
-if [[ " $STAGES " == *" quant "* ]]; then
+if wants quant; then
   for q in int4 fp8; do
     for m in gemm scratch; do bench "kimi_${q}_$m" /tmp/kimi_k2_3layer_$q.json -- --expert-dequant $m; done
   done
 fi
-if [[ " $STAGES " == *" qncu "* ]]; then
+if wants qncu; then
   if command -v ncu > /dev/null; then
     for q in bf16 int4 fp8; do
       cfg=/tmp/kimi_k2_3layer_$q.json; [ $q = bf16 ] && cfg=$C/configs/kimi_k2_3layer.json
@@ -61,7 +55,7 @@ if [[ " $STAGES " == *" qncu "* ]]; then
     say "no ncu here"
   fi
 fi
-if [[ " $STAGES " == *" hf "* ]]; then
+if wants hf; then
   for s in ${HF_SHAPES:-llama3_8b deepseek_v2_lite_shape kimi_k2_3layer}; do
     timeout 300 python3 "$C/hf_baseline.py" "$C/configs/$s.json" > "$OUT/logs/hf_$s.log" 2>&1
     say "$(date -u +%T) HF $s rc $?: $(tail -1 "$OUT/logs/hf_$s.log" | cut -c1-400)"

@@ -19,23 +19,19 @@ export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
 LOG=$OUT/issue21_call35.log
 . "$(dirname "$0")/lib.sh"
-say "== $(date -u) $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader)"
+start_call
 python3 "$(dirname "$0")/kimi_quant_configs.py" "$C/configs" /tmp
-mkdir -p build/bin
-ln -sfn "$C/lib" build/lib-gpu
-if [[ " $STAGES " == *" unit "* ]]; then
-  unit_tests
-fi
-if [[ " $STAGES " == *" golden "* ]]; then
+wants unit && unit_tests
+if wants golden; then
   golden_cases
   grep "s_kimi_thinking_int4" "$OUT/logs/golden.log" | cut -c1-300 | tee -a "$LOG"
 fi
-if [[ " $STAGES " == *" bench "* ]]; then
+if wants bench; then
   for round in 1 2; do
     for s in llama3_8b deepseek_v2_lite_shape kimi_k2_3layer; do bench "${s}_r$round" "$C/configs/$s.json"; done
   done
 fi
-if [[ " $STAGES " == *" quant "* ]]; then
+if wants quant; then
   for round in 1 2; do
     for q in int4 fp8; do
       bench "kimi_${q}_gemm9_r$round" /tmp/kimi_k2_3layer_$q.json -- --expert-dequant gemm
@@ -44,14 +40,14 @@ if [[ " $STAGES " == *" quant "* ]]; then
     done
   done
 fi
-if [[ " $STAGES " == *" profile "* ]]; then
+if wants profile; then
   for q in bf16 int4; do
     cfg=/tmp/kimi_k2_3layer_$q.json; [ $q = bf16 ] && cfg=$C/configs/kimi_k2_3layer.json
     bench "profile_kimi_$q" "$cfg" E3_PROFILE=1
     sed -n '/^GPU time by op/,/^{/p' "$OUT/logs/bench_profile_kimi_$q.log" | head -40 | cut -c1-200 | tee -a "$LOG"
   done
 fi
-if [[ " $STAGES " == *" qncu "* ]]; then
+if wants qncu; then
   if command -v ncu > /dev/null; then
     for q in int4 fp8; do
       timeout 240 ncu --clock-control none --kernel-name regex:grouped_gemm_ws --launch-skip 4 --launch-count 1 \
@@ -66,7 +62,7 @@ if [[ " $STAGES " == *" qncu "* ]]; then
     say "no ncu here"
   fi
 fi
-if [[ " $STAGES " == *" hf "* ]]; then
+if wants hf; then
   for s in ${HF_SHAPES:-llama3_8b deepseek_v2_lite_shape}; do
     timeout 300 python3 "$C/hf_baseline.py" "$C/configs/$s.json" > "$OUT/logs/hf_$s.log" 2>&1
     say "$(date -u +%T) HF $s rc $?: $(tail -1 "$OUT/logs/hf_$s.log" | cut -c1-400)"

@@ -16,17 +16,11 @@ export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
 LOG=$OUT/issue21_call${CALL:-36}.log
 . "$(dirname "$0")/lib.sh"
-say "== $(date -u) $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader)"
+start_call
 python3 "$(dirname "$0")/kimi_quant_configs.py" "$C/configs" /tmp
-mkdir -p build/bin
-ln -sfn "$C/lib" build/lib-gpu
-if [[ " $STAGES " == *" unit "* ]]; then
-  unit_tests
-fi
-if [[ " $STAGES " == *" golden "* ]]; then
-  golden_cases
-fi
-if [[ " $STAGES " == *" quant "* ]]; then
+wants unit && unit_tests
+wants golden && golden_cases
+if wants quant; then
   for round in 1 2; do
     for q in int4 fp8; do
       bench "kimi_${q}_gemm9_r$round" /tmp/kimi_k2_3layer_$q.json -- --expert-dequant gemm
@@ -36,7 +30,7 @@ if [[ " $STAGES " == *" quant "* ]]; then
   for q in int4 fp8; do bench "kimi_${q}_scratch" /tmp/kimi_k2_3layer_$q.json -- --expert-dequant scratch; done
   bench kimi_bf16 "$C/configs/kimi_k2_3layer.json"
 fi
-if [[ " $STAGES " == *" sass "* ]]; then
+if wants sass; then
   run_ncu() {
     timeout 240 ncu --clock-control none --kernel-name regex:grouped_gemm_ws --launch-skip 4 --launch-count 1 "$@" \
       "$C/new" bench --config /tmp/kimi_k2_3layer_int4.json --batch 8 --seq 2048 --iters 1 --warmup 1

@@ -20,21 +20,15 @@ export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
 LOG=$OUT/issue21_call${CALL:-40}.log
 . "$(dirname "$0")/lib.sh"
-say "== $(date -u) $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader)"
-mkdir -p build/bin
-ln -sfn "$C/lib" build/lib-gpu
-if [[ " $STAGES " == *" unit "* ]]; then
-  unit_tests
-fi
-if [[ " $STAGES " == *" golden "* ]]; then
-  golden_cases
-fi
-if [[ " $STAGES " == *" golden10 "* ]]; then
+start_call
+wants unit && unit_tests
+wants golden && golden_cases
+if wants golden10; then
   E3_GEMM_VARIANT=10 golden_cases
   cp "$OUT/logs/golden.log" "$OUT/logs/golden_v10.log"
 fi
 # cmp: the default (variant 8 for bf16 experts) against variant 10, interleaved, two rounds.
-if [[ " $STAGES " == *" cmp "* ]]; then
+if wants cmp; then
   for round in 1 2; do
     for c in deepseek_v2_lite_shape kimi_k2_3layer; do
       bench "${c}_v8_r$round" "$C/configs/$c.json" E3_GEMM_VARIANT=8
@@ -42,7 +36,7 @@ if [[ " $STAGES " == *" cmp "* ]]; then
     done
   done
 fi
-if [[ " $STAGES " == *" bench "* ]]; then
+if wants bench; then
   for round in 1 2; do
     for c in deepseek_v2_lite_shape kimi_k2_3layer llama3_8b; do
       bench "${c}_r$round" "$C/configs/$c.json" ${E3_ENV:-E3_NONE=}
@@ -56,7 +50,7 @@ run_ncu() {
     "$C/new" bench --config "$config" --batch 8 --seq 2048 --iters 1 --warmup 1 > "$OUT/logs/ncu_$name.log" 2>&1
   say "ncu $name rc $?:"
 }
-if [[ " $STAGES " == *" ncu "* ]]; then
+if wants ncu; then
   metrics='gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active'
   metrics+=',dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct'
   metrics+=',lts__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__throughput.avg.pct_of_peak_sustained_active'
@@ -78,7 +72,7 @@ fi
 # l2: what fills L2's throughput (call 42): kimi_k2_3layer's gate/up launch for each of NCU_VARIANTS,
 # and its down launch with variant 8, each three times: lts__throughput's breakdown, L2 sectors and
 # requests by operation and source, the speed-of-light and memory tables.
-if [[ " $STAGES " == *" l2 "* ]]; then
+if wants l2; then
   l2_metrics='lts__t_sectors.sum,lts__t_requests.sum,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum'
   l2_metrics+=',lts__t_sectors_op_atom.sum,lts__t_sectors_srcunit_tex.sum,lts__t_requests_srcunit_tex.sum'
   l2_metrics+=',lts__t_sectors_srcunit_tex_op_read.sum,lts__t_requests_srcunit_tex_op_read.sum,gpu__time_duration.sum'
@@ -97,7 +91,7 @@ if [[ " $STAGES " == *" l2 "* ]]; then
       --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --print-details all
   done
 fi
-if [[ " $STAGES " == *" sass "* ]]; then
+if wants sass; then
   run_ncu sass_dsv2 "$C/configs/deepseek_v2_lite_shape.json" 4 --section SourceCounters --section WarpStateStats \
     --page source --csv --print-source sass
   mv "$OUT/logs/ncu_sass_dsv2.log" "$OUT/sass_dsv2.csv"

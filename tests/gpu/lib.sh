@@ -1,6 +1,14 @@
 # Sourced by the GPU-machine scripts (issue21_call32.sh and later): timing `bench`, the unit tests, the golden cases.
 # Wants C (the unpacked carry: the binary as $C/new), OUT (logs under $OUT/logs) and LOG.
 say() { echo "$*" | tee -a "$LOG"; }
+# wants STAGE: whether STAGE is among the script's $STAGES.
+wants() { [[ " $STAGES " == *" $1 "* ]]; }
+# The machine's line in the log, and the carried libraries where tests/e2e expects a build's.
+start_call() {
+  say "== $(date -u) $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader)"
+  mkdir -p build/bin
+  ln -sfn "$C/lib" build/lib-gpu
+}
 fields() { grep -oE '"(tokens_per_s|mfu|matmul_ceiling_tflops|matmul_ceiling_after_tflops)":[0-9.]+' "$1" | tr '\n' ' '; }
 bench() {  # NAME CONFIG [env...] -- [args...]
   local name=$1 config=$2; shift 2

@@ -107,29 +107,25 @@ std::vector<char> slow_lines(const unsigned short* lat, int lines, int margin) {
 }
 
 void report(const char* name, const std::vector<unsigned short>& lat, const std::vector<unsigned>& sm, int lines) {
+  constexpr int kMargin = 40;
   const int blocks = static_cast<int>(sm.size());
-  std::printf("== %s: per SM, median and 90th-percentile cycles, slow lines (>= median + 40), agreement with SM %u\n",
-              name, sm[0]);
-  const std::vector<char> ref = slow_lines(&lat[0], lines, 40);
+  std::printf("== %s: per SM, median and 90th-percentile cycles, slow lines (>= median + %d), agreement with SM %u\n",
+              name, kMargin, sm[0]);
+  const std::vector<char> ref = slow_lines(&lat[0], lines, kMargin);
   std::vector<int> order(blocks);
   std::iota(order.begin(), order.end(), 0);
-  std::vector<double> agree(blocks);
-  for (int b = 0; b < blocks; ++b) {
-    const unsigned short* l = &lat[static_cast<size_t>(b) * lines];
-    const std::vector<char> slow = slow_lines(l, lines, 40);
-    int same = 0;
-    for (int i = 0; i < lines; ++i) same += slow[i] == ref[i];
-    agree[b] = static_cast<double>(same) / lines;
-  }
   std::sort(order.begin(), order.end(), [&](int a, int b) { return sm[a] < sm[b]; });
   for (int b : order) {
-    std::vector<unsigned short> s(lat.begin() + static_cast<size_t>(b) * lines,
-                                  lat.begin() + static_cast<size_t>(b + 1) * lines);
-    std::sort(s.begin(), s.end());
-    const std::vector<char> slow = slow_lines(&lat[static_cast<size_t>(b) * lines], lines, 40);
-    std::printf("sm %3u median %5u p90 %5u slow %5.3f agree %5.3f group %c\n", sm[b], s[lines / 2], s[lines * 9 / 10],
-                std::count(slow.begin(), slow.end(), 1) / static_cast<double>(lines), agree[b],
-                agree[b] >= 0.75 ? 'A' : agree[b] <= 0.25 ? 'B' : '?');
+    const unsigned short* l = &lat[static_cast<size_t>(b) * lines];
+    const std::vector<char> slow = slow_lines(l, lines, kMargin);
+    int same = 0;
+    for (int i = 0; i < lines; ++i) same += slow[i] == ref[i];
+    const double agree = static_cast<double>(same) / lines;
+    std::vector<unsigned short> sorted(l, l + lines);
+    std::sort(sorted.begin(), sorted.end());
+    std::printf("sm %3u median %5u p90 %5u slow %5.3f agree %5.3f group %c\n", sm[b], sorted[lines / 2],
+                sorted[lines * 9 / 10], std::count(slow.begin(), slow.end(), 1) / static_cast<double>(lines), agree,
+                agree >= 0.75 ? 'A' : agree <= 0.25 ? 'B' : '?');
   }
 }
 

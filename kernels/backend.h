@@ -3,8 +3,10 @@
 // All tensors passed to an op live in that backend's memory.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/buffer.h"
 #include "kernels/cuda_options.h"
@@ -206,6 +208,18 @@ std::unique_ptr<Backend> make_planning_backend(DType compute_dtype);
 int cuda_device_count();
 // Throws a usage error when the build has no CUDA backend.
 std::unique_ptr<Backend> make_cuda_backend(int device, const CudaOptions& options = {});
+// The L2 side (0 or 1) of each SM of GPU `device`, by %smid, where its L2 is two partitions
+// joined by a link (H100, H200): from the latency of the same cold lines seen from each SM in
+// turn (l2_sides_cuda.cu). Takes tens of milliseconds and a sweep buffer of three times L2: call
+// at start-up. Throws a usage error when the build has no CUDA backend.
+constexpr int kL2SideSlots = 256;
+struct L2Sides {
+  std::vector<uint8_t> side_of_sm;  // [kL2SideSlots]; all 0 where !found
+  int sms[2] = {0, 0};              // SMs seen on each side
+  double weakest = 0;               // the smallest |correlation| of an SM's latencies with the first SM's
+  bool found = false;               // two sides, every SM clearly on one
+};
+L2Sides find_l2_sides(int device);
 // What this binary can run on, for --version and the ready line: "CUDA backend for
 // architectures ..." or "CPU-only build: no CUDA backend".
 const char* build_description();

@@ -161,6 +161,9 @@ class CudaBackend final : public Backend {
                device_, name_, cc_);
     wgmma_attention_ = options.attention_variant != CudaOptions::kMmaSyncAttention && hopper_gemm_;
     moe_.fuse_silu = !options.moe_unfused;
+    if (hopper_gemm_ && (moe_.gemm_variant == CudaOptions::kHopperWsCountedGemmVariant ||
+                         moe_.gemm_variant == CudaOptions::kHopperWsCountedRegsGemmVariant))
+      walk_by_l2_side(options.l2_sides);
     gemm_ = std::make_unique<cuda::Gemm>();
     ring_ = std::make_unique<UploadRing>();
     E3_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
@@ -189,8 +192,8 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   std::string device_description() const override {
-    return fmt::format("GPU {} ({}, sm_{}, {:.0f} GiB, {} grouped GEMM, {} attention)", device_, name_, cc_,
-                       static_cast<double>(memory_) / (1u << 30), hopper_gemm_ ? "wgmma" : "mma.sync",
+    return fmt::format("GPU {} ({}, sm_{}, {:.0f} GiB, {} grouped GEMM{}, {} attention)", device_, name_, cc_,
+                       static_cast<double>(memory_) / (1u << 30), hopper_gemm_ ? "wgmma" : "mma.sync", l2_walk_,
                        wgmma_attention_ ? "wgmma" : "mma.sync");
   }
   std::string device_id() const override {
@@ -388,6 +391,28 @@ class CudaBackend final : public Backend {
     return ticket;
   }
 
+  // E3_L2_SIDES: the counted expert GEMM walks from both ends, one per half of L2 (find_l2_sides),
+  // where the probe finds two halves (or, for the tests, with even and odd SMs as the halves).
+  void walk_by_l2_side(int mode) {
+    std::vector<uint8_t> side;
+    if (mode == CudaOptions::kParityL2Sides) {
+      side.resize(kL2SideSlots);
+      for (int sm = 0; sm < kL2SideSlots; ++sm) side[sm] = static_cast<uint8_t>(sm % 2);
+      l2_walk_ = ", tiles by L2 side: even and odd SMs";
+    } else if (mode == CudaOptions::kProbedL2Sides) {
+      const L2Sides found = find_l2_sides(device_);
+      if (found.found) side = found.side_of_sm;
+      l2_walk_ = found.found ? fmt::format(", tiles by L2 side: {} + {} SMs (weakest correlation {:.2f})",
+                                           found.sms[0], found.sms[1], found.weakest)
+                             : fmt::format(", no L2 sides found ({} + {} SMs, weakest correlation {:.2f})",
+                                           found.sms[0], found.sms[1], found.weakest);
+    }
+    if (side.empty()) return;
+    l2_side_of_sm_ = allocate(side.size());
+    E3_CUDA_CHECK(cudaMemcpy(l2_side_of_sm_.data(), side.data(), side.size(), cudaMemcpyHostToDevice));
+    moe_.l2_side_of_sm = static_cast<const uint8_t*>(l2_side_of_sm_.data());
+  }
+
   // Brackets one op with profiling events when profiling is on.
   struct Timed {
     Timed(CudaBackend* b, const char* name) : p(b->profiler_.get()), i(p ? p->begin(name) : 0) {}
@@ -402,7 +427,9 @@ class CudaBackend final : public Backend {
   int cc_ = 0;
   bool hopper_gemm_ = false;  // the sm_90a grouped expert GEMM runs on this GPU
   bool wgmma_attention_ = false;  // attention on the sm_90a warpgroup-MMA kernel where its head dims fit
-  cuda::MoeKernelChoice moe_;  // E3_GEMM_VARIANT, E3_MOE_UNFUSED and --expert-dequant
+  cuda::MoeKernelChoice moe_;  // E3_GEMM_VARIANT, E3_MOE_UNFUSED, E3_L2_SIDES and --expert-dequant
+  DeviceBuffer l2_side_of_sm_;  // uint8 [kL2SideSlots] where the expert GEMM walks by L2 side
+  std::string l2_walk_;         // how it walks, for device_description
   std::string name_;
   size_t memory_ = 0;
   cudaStream_t stream_ = nullptr;

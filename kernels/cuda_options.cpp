@@ -28,6 +28,14 @@ CudaOptions cuda_options_from(const Environment& env) {
                *v);
     o.attention_variant = (*v)[0] - '0';
   }
+  if (const auto v = env.get("E3_L2_SIDES"); v && !v->empty()) {
+    E3_REQUIRE(*v == "0" || *v == "1" || *v == "2", ErrorKind::Usage,
+               "E3_L2_SIDES='{}': expected 1 (the expert GEMM's tiles walked from both ends, one per half of L2, as a "
+               "probe at start-up finds them), 2 (even and odd SMs as the halves) or 0 (one walk); unset it for the "
+               "default",
+               *v);
+    o.l2_sides = (*v)[0] - '0';
+  }
   o.profile = env.get("E3_PROFILE") == "1";
   return o;
 }

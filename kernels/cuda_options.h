@@ -32,6 +32,12 @@ struct CudaOptions {
   // image or the GPU is not there).
   static constexpr int kAutoAttentionVariant = -1, kMmaSyncAttention = 0, kWgmmaAttention = 1;
   int attention_variant = kAutoAttentionVariant;
+  // E3_L2_SIDES, whether the counted walks (8, 9) take tiles by L2 side (find_l2_sides, where an
+  // H100's or H200's L2 is two halves joined by a link): kAutoL2Sides (unset) = off; 0 = off;
+  // 1 = on where the start-up probe finds two sides; 2 = even and odd SMs as the two sides,
+  // whatever the GPU (the tests: the walk's bits without the probe).
+  static constexpr int kAutoL2Sides = -1, kNoL2Sides = 0, kProbedL2Sides = 1, kParityL2Sides = 2;
+  int l2_sides = kAutoL2Sides;
 };
 
 // Unset or empty variables keep the defaults; any other value than those above is a usage

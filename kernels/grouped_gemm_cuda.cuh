@@ -17,8 +17,10 @@ struct GroupedArgs {
   const int32_t* row_offsets;
   const int32_t* tile_offsets;  // in tiles of the kernel's own row count
   int experts, n, k;
-  int32_t* tile_counter = nullptr;  // zero at launch: the warp-specialised kernel's next tile
-                                    // where its blocks take tiles in turn (WarpSpecializedCounted)
+  // Zero at launch: where the warp-specialised kernel's blocks take tiles in turn
+  // (WarpSpecializedCounted), the tiles taken from the front (low 32 bits) and from the back
+  // (high 32 bits), one atomic word so that the two walks never take the same tile.
+  unsigned long long* tile_counter = nullptr;
 };
 
 // Which expert's rows a block computes: blockIdx.x walks every (expert, m-tile) pair found on
@@ -80,13 +82,19 @@ struct WsSchedule {
   bool slab_major = false;            // each expert's tiles n-tile major
   bool counted = false;               // from GroupedArgs::tile_counter rather than every gridDim-th
   bool weights_in_registers = false;  // quantized experts as wgmma's A operand (C^T = W X^T)
+  // With counted: each SM's L2 side by %smid ([kL2SideSlots], find_l2_sides). Side 0's blocks
+  // take tiles from the front, side 1's from the back, so that the m-tiles sharing a weight slab
+  // run on one side and the slab crosses the link between the L2 halves once. Null: all from
+  // the front.
+  const uint8_t* l2_side_of_sm = nullptr;
 };
-WsSchedule ws_schedule(HopperGemm kernel);
+WsSchedule ws_schedule(HopperGemm kernel, const uint8_t* l2_side_of_sm);
 
 // C_e = A_e W_e^T for every expert in one launch on sm_90 (wgmma). With fuse_silu, W_e is
 // [gate (N/2 rows); up (N/2 rows)] and C gets silu(gate) * up. tile_offsets must count tiles
 // of grouped_gemm_hopper_tile_rows() rows; max_rows bounds the rows over all experts.
-void grouped_gemm_hopper(const GroupedArgs& g, bool fuse_silu, int64_t max_rows, cudaStream_t s, HopperGemm kernel);
+void grouped_gemm_hopper(const GroupedArgs& g, bool fuse_silu, int64_t max_rows, cudaStream_t s, HopperGemm kernel,
+                         const uint8_t* l2_side_of_sm = nullptr);
 int grouped_gemm_hopper_tile_rows();
 // The same with W kept quantized (the experts' gate_up or down stack: matrices 2e and 2e + 1
 // are expert e's gate and up with the silu fused, else matrix e is its down): each B tile is
@@ -95,7 +103,7 @@ int grouped_gemm_hopper_tile_rows();
 // grouped_gemm_hopper_reads says the stack's layout suits it.
 bool grouped_gemm_hopper_reads(const QuantStack& w);
 void grouped_gemm_hopper_quantized(const GroupedArgs& g, const QuantStack& w, bool fuse_silu, int64_t max_rows,
-                                   cudaStream_t s, HopperGemm kernel);
+                                   cudaStream_t s, HopperGemm kernel, const uint8_t* l2_side_of_sm = nullptr);
 
 // The warp-specialised kernel itself (grouped_gemm_sm90_ws.cu), reached through the two above.
 bool grouped_gemm_ws_reads(const GroupedArgs& g);

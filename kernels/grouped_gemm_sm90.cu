@@ -188,19 +188,21 @@ void launch_both(const GroupedArgs& g, const QuantWeights& qw, bool fuse_silu, i
 
 int grouped_gemm_hopper_tile_rows() { return kBM; }
 
-WsSchedule ws_schedule(HopperGemm kernel) {
+WsSchedule ws_schedule(HopperGemm kernel, const uint8_t* l2_side_of_sm) {
   WsSchedule w;
   const bool counted = kernel == HopperGemm::WarpSpecializedCounted || kernel == HopperGemm::WarpSpecializedCountedRegs;
   w.slab_major = kernel == HopperGemm::WarpSpecializedSlabMajor || counted;
   w.counted = counted;
   w.weights_in_registers = kernel == HopperGemm::WarpSpecializedCountedRegs;
+  w.l2_side_of_sm = counted ? l2_side_of_sm : nullptr;
   return w;
 }
 
-void grouped_gemm_hopper(const GroupedArgs& g, bool fuse_silu, int64_t max_rows, cudaStream_t s, HopperGemm kernel) {
+void grouped_gemm_hopper(const GroupedArgs& g, bool fuse_silu, int64_t max_rows, cudaStream_t s, HopperGemm kernel,
+                         const uint8_t* l2_side_of_sm) {
   if (kernel != HopperGemm::CpAsync && grouped_gemm_ws_reads(g))
     return grouped_gemm_ws(g, fuse_silu, max_rows, s, kernel == HopperGemm::WarpSpecializedShortK,
-                           ws_schedule(kernel));
+                           ws_schedule(kernel, l2_side_of_sm));
   launch_both<kBf16>(g, QuantWeights{}, fuse_silu, max_rows, s);
 }
 
@@ -214,7 +216,7 @@ bool grouped_gemm_hopper_reads(const QuantStack& w) {
 }
 
 void grouped_gemm_hopper_quantized(const GroupedArgs& g, const QuantStack& w, bool fuse_silu, int64_t max_rows,
-                                   cudaStream_t s, HopperGemm kernel) {
+                                   cudaStream_t s, HopperGemm kernel, const uint8_t* l2_side_of_sm) {
   E3_REQUIRE(grouped_gemm_hopper_reads(w) && w.cols == g.k, ErrorKind::Internal,
              "grouped_gemm_hopper_quantized: unsupported stack [{}, {}]", w.rows, w.cols);
   QuantWeights qw;
@@ -237,7 +239,7 @@ void grouped_gemm_hopper_quantized(const GroupedArgs& g, const QuantStack& w, bo
   qw.f32_scale = w.scale_type == ScaleType::F32;
   const bool int4 = w.format == QuantStack::Format::Int4Group;
   if (kernel != HopperGemm::CpAsync && grouped_gemm_ws_reads(g))
-    return grouped_gemm_ws_quantized(g, qw, int4, fuse_silu, max_rows, ws_schedule(kernel), s);
+    return grouped_gemm_ws_quantized(g, qw, int4, fuse_silu, max_rows, ws_schedule(kernel, l2_side_of_sm), s);
   if (int4) launch_both<kInt4>(g, qw, fuse_silu, max_rows, s);
   else launch_both<kFp8>(g, qw, fuse_silu, max_rows, s);
 }

@@ -115,11 +115,24 @@ __global__ void __launch_bounds__(kThreads, 1)
     int stage = 0;
     uint32_t phase = 0;
     const int total = g.tile_offsets[g.experts] * n_tiles;
-    int expert = 0;
-    // A block's tiles only move forward, from the counter too.
+    // With the L2 sides known, a block beside the second half of L2 walks from the back.
+    bool from_back = false;
+    if (schedule.counted && schedule.l2_side_of_sm) {
+      unsigned sm;
+      asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
+      from_back = sm < static_cast<unsigned>(kL2SideSlots) && schedule.l2_side_of_sm[sm] == 1;
+    }
+    int expert = from_back ? g.experts - 1 : 0;
+    // A block's tiles only move one way (forward, or backward from the back), from the counter too.
     auto next_tile = [&](int t, int j) {
       if (!schedule.counted) return j == 0 ? static_cast<int>(blockIdx.x) : t + static_cast<int>(gridDim.x);
-      if (tid == 0) taken[j & 1] = atomicAdd(g.tile_counter, 1);
+      if (tid == 0) {
+        // The front's next tile is the count taken from the front; the back's is total - 1 -
+        // the count taken from the back; either is free while the two counts sum below total.
+        const unsigned long long old = atomicAdd(g.tile_counter, from_back ? 1ull << 32 : 1ull);
+        const int front = static_cast<int>(old & 0xffffffffu), back = static_cast<int>(old >> 32);
+        taken[j & 1] = front + back >= total ? total : from_back ? total - 1 - back : front;
+      }
       asm volatile("bar.sync 2, %0;\n" ::"n"(kLoaderThreads) : "memory");
       return taken[j & 1];
     };
@@ -129,7 +142,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       ExpertTile et;
       int n0 = 0;
       if (t < total) {
-        while (g.tile_offsets[expert + 1] * n_tiles <= t) ++expert;
+        if (from_back) {
+          while (g.tile_offsets[expert] * n_tiles > t) --expert;
+        } else {
+          while (g.tile_offsets[expert + 1] * n_tiles <= t) ++expert;
+        }
         const int local = t - g.tile_offsets[expert] * n_tiles;
         const int m_tiles = g.tile_offsets[expert + 1] - g.tile_offsets[expert];
         const int m_local = schedule.slab_major ? local % m_tiles : local / n_tiles;

@@ -127,6 +127,7 @@ __global__ void route_kernel(const float* logits, int64_t ls, const float* bias,
 struct Layout {  // the scratch buffer, carved up as moe_scratch_layout says
   bf16 *gate_up, *act, *y;
   int32_t *perm_token, *pair_row, *chunk_counts, *row_offsets, *tile_offsets;
+  unsigned long long* tile_counters;
   float* perm_weight;
   bf16 *deq_gate_up, *deq_down;  // the experts dequantized for this call, when kept quantized
   size_t bytes;
@@ -145,6 +146,7 @@ Layout carve(void* base, int64_t tokens, int top_k, int experts, int64_t H, int6
   l.chunk_counts = reinterpret_cast<int32_t*>(b + m.chunk_counts);
   l.row_offsets = reinterpret_cast<int32_t*>(b + m.row_offsets);
   l.tile_offsets = reinterpret_cast<int32_t*>(b + m.tile_offsets);
+  l.tile_counters = reinterpret_cast<unsigned long long*>(b + m.tile_counters);
   l.deq_gate_up = reinterpret_cast<bf16*>(b + m.deq_gate_up);
   l.deq_down = reinterpret_cast<bf16*>(b + m.deq_down);
   l.bytes = m.bytes;
@@ -171,9 +173,9 @@ __global__ void chunk_count_kernel(const int32_t* ids, int64_t pairs, int first,
 
 // One block, a thread per local expert: each expert's first row and first tile (of bm rows),
 // and in place of the chunk counts each chunk's first row for the expert. The two tile counters
-// after the tile offsets start at zero (the warp-specialised GEMM's schedule from a counter).
+// start at zero (the warp-specialised GEMM's schedule from a counter).
 __global__ void chunk_scan_kernel(int32_t* chunk_counts, int chunks, int experts, int bm, int32_t* row_offsets,
-                                  int32_t* tile_offsets) {
+                                  int32_t* tile_offsets, unsigned long long* tile_counters) {
   extern __shared__ int expert_rows[];  // [experts]: counts, then first rows
   const int e = threadIdx.x;
   if (e < experts) {
@@ -195,8 +197,8 @@ __global__ void chunk_scan_kernel(int32_t* chunk_counts, int chunks, int experts
     }
     row_offsets[experts] = rows;
     tile_offsets[experts] = tiles;
-    tile_offsets[experts + 1] = 0;
-    tile_offsets[experts + 2] = 0;
+    tile_counters[0] = 0;
+    tile_counters[1] = 0;
   }
   __syncthreads();
   if (e < experts) {
@@ -454,8 +456,9 @@ void grouped_gemm_portable(const GroupedArgs& g, int64_t max_rows, cudaStream_t 
   }
 }
 
-void grouped_gemm(const GroupedArgs& g, bool fuse, int64_t max_rows, cudaStream_t s, int variant) {
-  if (is_hopper(variant)) return grouped_gemm_hopper(g, fuse, max_rows, s, hopper_kernel(variant));
+void grouped_gemm(const GroupedArgs& g, bool fuse, int64_t max_rows, cudaStream_t s, int variant,
+                  const uint8_t* l2_side_of_sm) {
+  if (is_hopper(variant)) return grouped_gemm_hopper(g, fuse, max_rows, s, hopper_kernel(variant), l2_side_of_sm);
   if (fuse) grouped_gemm_portable<true>(g, max_rows, s, variant);
   else grouped_gemm_portable<false>(g, max_rows, s, variant);
 }
@@ -549,26 +552,28 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
                                                                  l.chunk_counts);
   const int tile_rows = is_hopper(variant) ? grouped_gemm_hopper_tile_rows() : kGBM;
   chunk_scan_kernel<<<1, (E + 31) / 32 * 32, expert_ints, s>>>(l.chunk_counts, static_cast<int>(chunks), E, tile_rows,
-                                                              l.row_offsets, l.tile_offsets);
+                                                              l.row_offsets, l.tile_offsets, l.tile_counters);
   chunk_fill_kernel<<<chunks, kDispatchChunk, kDispatchWarps * expert_ints, s>>>(
       topk_ids.as<int32_t>(), topk_weights.as<float>(), pairs, K, ex.first_expert, E, l.chunk_counts, l.perm_token,
       l.perm_weight, l.pair_row);
   E3_CUDA_LAUNCH_CHECK("moe dispatch");
 
   const GroupedArgs gate_up{x.as<bf16>(), l.perm_token, x.stride, ex.gate_up.as<bf16>(), nullptr, l.row_offsets,
-                            l.tile_offsets, E, static_cast<int>(2 * I), static_cast<int>(H), l.tile_offsets + E + 1};
+                            l.tile_offsets, E, static_cast<int>(2 * I), static_cast<int>(H), l.tile_counters};
   if (k.fuse_silu) {
     mark("moe_gemm_gate_up_silu");  // A rows gathered from x by token, in place; silu(g) * u in the epilogue
     GroupedArgs fused = gate_up;
     fused.c = l.act;
-    if (in_gemm) grouped_gemm_hopper_quantized(fused, stack.gate_up_q, true, max_rows, s, hopper_kernel(variant));
-    else grouped_gemm(fused, true, max_rows, s, variant);
+    if (in_gemm) grouped_gemm_hopper_quantized(fused, stack.gate_up_q, true, max_rows, s, hopper_kernel(variant),
+                                                 k.l2_side_of_sm);
+    else grouped_gemm(fused, true, max_rows, s, variant, k.l2_side_of_sm);
   } else {
     mark("moe_gemm_gate_up");
     GroupedArgs plain = gate_up;
     plain.c = l.gate_up;
-    if (in_gemm) grouped_gemm_hopper_quantized(plain, stack.gate_up_q, false, max_rows, s, hopper_kernel(variant));
-    else grouped_gemm(plain, false, max_rows, s, variant);
+    if (in_gemm) grouped_gemm_hopper_quantized(plain, stack.gate_up_q, false, max_rows, s, hopper_kernel(variant),
+                                                 k.l2_side_of_sm);
+    else grouped_gemm(plain, false, max_rows, s, variant, k.l2_side_of_sm);
     mark("moe_silu");
     const unsigned cols_blocks = std::min<unsigned>(blocks_for(I, 256), 64u);
     for (int64_t r0 = 0; r0 < max_rows; r0 += 65535) {
@@ -581,9 +586,10 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
 
   mark("moe_gemm_down");
   const GroupedArgs down{l.act,    nullptr, I, ex.down.as<bf16>(), l.y, l.row_offsets, l.tile_offsets, E,
-                         static_cast<int>(H), static_cast<int>(I), l.tile_offsets + E + 2};
-  if (in_gemm) grouped_gemm_hopper_quantized(down, stack.down_q, false, max_rows, s, hopper_kernel(variant));
-  else grouped_gemm(down, false, max_rows, s, variant);
+                         static_cast<int>(H), static_cast<int>(I), l.tile_counters + 1};
+  if (in_gemm)
+    grouped_gemm_hopper_quantized(down, stack.down_q, false, max_rows, s, hopper_kernel(variant), k.l2_side_of_sm);
+  else grouped_gemm(down, false, max_rows, s, variant, k.l2_side_of_sm);
 
   mark("moe_combine");
   const bool vector = aligned_by(out, 4) && (!shared.data || aligned_by(shared, 4));

@@ -18,8 +18,9 @@ struct MoeScratchLayout {
   size_t pair_row = 0;                     // int32 [tokens * top_k]: each (token, k) pair's row
   size_t chunk_counts = 0;  // int32 [ceil(tokens * top_k / kMoeDispatchChunk), E]: each chunk's pairs per
                             // expert, then (in place) the chunk's first row for each expert
-  size_t row_offsets = 0, tile_offsets = 0;  // int32 [E + 1], [E + 3]: the tile offsets, then the
-                                             // gate/up and down GEMMs' tile counters
+  size_t row_offsets = 0, tile_offsets = 0;  // int32 [E + 1] each
+  size_t tile_counters = 0;  // uint64 [2]: the gate/up and down GEMMs' tile counters (the
+                             // warp-specialised GEMM's walks from the front and from the back)
   size_t deq_gate_up = 0, deq_down = 0;  // bf16 [E * 2I, H], [E * H, I] when kept-quantized experts
                                          // are dequantized into the scratch (empty otherwise)
   size_t bytes = 0;                      // the whole buffer
@@ -54,7 +55,8 @@ constexpr MoeScratchLayout moe_scratch_layout(int64_t tokens, int top_k, int loc
   const size_t chunks = (T * K + kMoeDispatchChunk - 1) / kMoeDispatchChunk;
   l.chunk_counts = take(chunks * E * kInt32);
   l.row_offsets = take((E + 1) * kInt32);
-  l.tile_offsets = take((E + 3) * kInt32);
+  l.tile_offsets = take((E + 1) * kInt32);
+  l.tile_counters = take(2 * sizeof(uint64_t));
   l.deq_gate_up = take(expert_elems * 2 * kBf16);
   l.deq_down = take(expert_elems * kBf16);
   l.bytes = off;

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <functional>
 
 #include "kernels/backend.h"
@@ -52,6 +53,9 @@ struct MoeKernelChoice {
   bool fuse_silu = true;         // the silu in the gate/up GEMM's epilogue (not E3_MOE_UNFUSED)
   bool experts_in_gemm = false;  // kept-quantized experts converted inside the wgmma GEMM where it
                                  // can (moe_reads_quantized), not dequantized into the scratch first
+  // [kL2SideSlots] on the device, by %smid: the L2 side of each SM (find_l2_sides), so that the
+  // counted walks (8, 9) take tiles from both ends, one per side; null: one walk from the front.
+  const uint8_t* l2_side_of_sm = nullptr;
 };
 // CudaOptions::gemm_variant on a GPU with (hopper_available) or without the sm_90a grouped GEMM
 // (hopper_grouped_gemm_built): auto picks; 4 or 5 where it is missing is a usage error.

@@ -3,8 +3,10 @@
 // element the kernel forgets to write fails. Skipped, saying so, where no GPU is visible.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <memory>
 #include <string>
@@ -139,9 +141,11 @@ class CudaKernel : public ::testing::Test {
   // [M, H] through `experts` by the top-k `ids` and `w`, quantized experts converted in the GEMM
   // or not; every output written and finite.
   std::vector<float> experts_on(int variant, bool unfused, bool quantized_in_gemm, const Pair& x, const Pair& ids,
-                                const Pair& w, const ExpertStack& experts) {
+                                const Pair& w, const ExpertStack& experts, int l2_sides = CudaOptions::kNoL2Sides) {
     const int64_t M = x.gpu.rows, H = x.gpu.cols;
-    std::unique_ptr<Backend> gpu = make_cuda_backend(0, CudaOptions{variant, unfused});
+    CudaOptions options{variant, unfused};
+    options.l2_sides = l2_sides;
+    std::unique_ptr<Backend> gpu = make_cuda_backend(0, options);
     gpu->set_quantized_experts_in_gemm(quantized_in_gemm);
     EXPECT_EQ(gpu->reads_quantized_experts(experts), quantized_in_gemm) << "variant " << variant;
     Pair out = poisoned(M, H, DType::F32);
@@ -403,6 +407,25 @@ TEST_F(CudaKernel, HopperGpusRunTheWgmmaGroupedGemm) {
   EXPECT_NE(d.find("wgmma attention"), std::string::npos) << d << ": the default attention on Hopper is the wgmma one";
 }
 
+TEST_F(CudaKernel, TheL2ProbeFindsTheTwoHalvesOfAHopperL2) {
+  // H100 and H200 join two L2 partitions by a link; each SM sits beside one. The probe must find
+  // both halves, each with a fair share of the SMs, and the same halves when it runs again.
+  const std::string d = gpu_->device_description();
+  if (d.find("H100") == std::string::npos && d.find("H200") == std::string::npos)
+    GTEST_SKIP() << "not an H100 or H200: " << d;
+  const L2Sides a = find_l2_sides(0), b = find_l2_sides(0);
+  std::string map;
+  for (int sm = 0; sm < a.sms[0] + a.sms[1]; ++sm) map += static_cast<char>('0' + a.side_of_sm[sm]);
+  std::cout << "L2 sides by SM: " << map << " (" << a.sms[0] << " + " << a.sms[1] << ", weakest correlation "
+            << a.weakest << "; again " << b.sms[0] << " + " << b.sms[1] << ", " << b.weakest << ")\n";
+  EXPECT_TRUE(a.found) << "weakest correlation " << a.weakest;
+  const int sms = a.sms[0] + a.sms[1];
+  EXPECT_GE(std::min(a.sms[0], a.sms[1]), sms / 4) << a.sms[0] << " + " << a.sms[1];
+  int same = 0;
+  for (int sm = 0; sm < kL2SideSlots; ++sm) same += a.side_of_sm[sm] == b.side_of_sm[sm];
+  EXPECT_GE(same, kL2SideSlots - sms / 20) << "the second probe moved SMs";
+}
+
 TEST_F(CudaKernel, ExpertsOfOneRankMatchTheCpuTwin) {
   // Every grouped-GEMM kernel and tile shape (4-8: the Hopper wgmma kernels), with and without
   // the silu fused into its epilogue; experts with more rows than one 128-row tile, K shorter
@@ -550,6 +573,12 @@ TEST_F(CudaKernel, TheWarpSpecialisedGemmGivesTheCpAsyncKernelsBits) {
           << "n-tile major";
       EXPECT_EQ(ws, experts_on(CudaOptions::kHopperWsCountedGemmVariant, unfused, false, x, ids, w, eg))
           << "tiles from a counter";
+      EXPECT_EQ(ws, experts_on(CudaOptions::kHopperWsCountedGemmVariant, unfused, false, x, ids, w, eg,
+                               CudaOptions::kParityL2Sides))
+          << "tiles from both ends of the counter";
+      EXPECT_EQ(ws, experts_on(CudaOptions::kHopperWsCountedGemmVariant, unfused, false, x, ids, w, eg,
+                               CudaOptions::kProbedL2Sides))
+          << "tiles by the L2 sides the probe found";
     }
   }
   const int64_t H = 512, I = 704;
@@ -568,6 +597,9 @@ TEST_F(CudaKernel, TheWarpSpecialisedGemmGivesTheCpAsyncKernelsBits) {
           << "tiles from a counter";
       EXPECT_EQ(ws, experts_on(CudaOptions::kHopperWsCountedRegsGemmVariant, unfused, true, x, ids, w, eg))
           << "the weights as the register operand";
+      EXPECT_EQ(ws, experts_on(CudaOptions::kHopperWsCountedRegsGemmVariant, unfused, true, x, ids, w, eg,
+                               CudaOptions::kParityL2Sides))
+          << "the register operand, tiles from both ends of the counter";
     }
   }
 }

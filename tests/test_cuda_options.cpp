@@ -24,6 +24,20 @@ TEST(CudaOptions, UnsetOrEmptyKeepsTheDefaults) {
     EXPECT_FALSE(o.moe_unfused);
     EXPECT_FALSE(o.profile);
     EXPECT_EQ(o.attention_variant, CudaOptions::kAutoAttentionVariant);
+    EXPECT_EQ(o.l2_sides, CudaOptions::kAutoL2Sides);
+  }
+}
+
+TEST(CudaOptions, ReadsTheL2Sides) {
+  EXPECT_EQ(from({{"E3_L2_SIDES", "0"}}).l2_sides, CudaOptions::kNoL2Sides);
+  EXPECT_EQ(from({{"E3_L2_SIDES", "1"}}).l2_sides, CudaOptions::kProbedL2Sides);
+  EXPECT_EQ(from({{"E3_L2_SIDES", "2"}}).l2_sides, CudaOptions::kParityL2Sides);
+  EXPECT_EQ(from({{"E3_L2_SIDES", ""}}).l2_sides, CudaOptions::kAutoL2Sides);
+  for (const std::string value : {"3", "-1", "on", "11"}) {
+    const auto e = e3::test::error_of([&] { from({{"E3_L2_SIDES", value}}); });
+    ASSERT_TRUE(e) << "E3_L2_SIDES=" << value << " was accepted";
+    EXPECT_EQ(e->kind(), e3::ErrorKind::Usage);
+    EXPECT_TRUE(e3::test::Contains(e->what(), "E3_L2_SIDES='" + value + "'"));
   }
 }
 

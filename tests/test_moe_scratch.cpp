@@ -52,7 +52,7 @@ TEST(MoeScratch, EveryPieceHoldsWhatTheKernelsWrite) {
         {l.gate_up, R * 2 * I * 2}, {l.act, R * I * 2},           {l.y, R * H * 2},
         {l.perm_token, R * 4},      {l.perm_weight, R * 4},       {l.pair_row, T * K * 4},
         {l.chunk_counts, (T * K + e3::kernels::kMoeDispatchChunk - 1) / e3::kernels::kMoeDispatchChunk * E * 4},
-        {l.row_offsets, (E + 1) * 4}, {l.tile_offsets, (E + 3) * 4},
+        {l.row_offsets, (E + 1) * 4}, {l.tile_offsets, (E + 1) * 4}, {l.tile_counters, 16},
         {l.deq_gate_up, experts * 2 * 2}, {l.deq_down, experts * 2}};
     size_t end = 0;
     for (const auto& [offset, bytes] : pieces) {

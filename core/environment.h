@@ -22,7 +22,7 @@ class Environment {
   static constexpr const char* kVariables[] = {
       "SLURM_ARRAY_TASK_ID",   "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_MAX",  "SLURM_ARRAY_TASK_STEP",
       "SLURM_ARRAY_TASK_COUNT", "SLURM_JOB_ID",        "CUDA_VISIBLE_DEVICES",  "E3_GEMM_VARIANT",
-      "E3_ATTENTION_VARIANT",
+      "E3_ATTENTION_VARIANT",  "E3_L2_SIDES",
       "E3_MOE_UNFUSED",        "E3_PROFILE",           "E3_FAIL_AT_SAMPLE",     "E3_FAIL_ON_RANK",
       "E3_FAIL_PUBLISH_SHARD", "E3_STEP_DELAY_MS",    "OMPI_MCA_odls_base_sigkill_timeout", "NO_COLOR",
       "OMPI_COMM_WORLD_SIZE",  "PMIX_RANK",            "PMI_RANK",              "PMI_FD",

@@ -216,8 +216,12 @@ constexpr int kL2SideSlots = 256;
 struct L2Sides {
   std::vector<uint8_t> side_of_sm;  // [kL2SideSlots]; all 0 where !found
   int sms[2] = {0, 0};              // SMs seen on each side
-  double weakest = 0;               // the smallest |correlation| of an SM's latencies with the first SM's
+  double weakest = 0;               // the smallest |score| of an SM (a correlation, below)
   bool found = false;               // two sides, every SM clearly on one
+  // What the sides were found from, for the tests' report: the SMs in the order they were timed,
+  // each one's cycles per probe line [SMs, lines] and its score (+: side 0, -: side 1).
+  std::vector<unsigned> sm_ids, cycles;
+  std::vector<double> score;
 };
 L2Sides find_l2_sides(int device);
 // What this binary can run on, for --version and the ready line: "CUDA backend for

@@ -4,7 +4,8 @@
 // other one pays the crossing. So the SMs of one side agree on which lines are slow from device
 // memory, and the two sides disagree: each SM in turn times the same cold lines (one dependent
 // load at a time, L2 emptied before each turn), and its latencies correlate positively with the
-// first SM's when it shares its side, negatively when it does not.
+// first SM's when it shares its side, negatively when it does not (once what all SMs see alike
+// is taken out).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -15,6 +16,7 @@
 namespace e3::kernels {
 namespace {
 constexpr int kLines = 128;
+constexpr int kTimes = 2 * kLines;  // per SM: each line cold, then warm
 constexpr size_t kLineStride = 4096;  // one probe line per 4 KiB, spread over L2's address hash
 constexpr int kThreads = 256;
 
@@ -39,7 +41,8 @@ __global__ void sweep_kernel(const uint4* p, size_t n, unsigned long long* sink)
   if (acc == 0x9e3779b97f4a7c15ull) *sink = acc;  // never true: keeps the reads
 }
 
-// The block that landed on SM `target` times each probe line once, cold: the loads form one
+// The block that landed on SM `target` times each probe line cold, then again warm (an L2 hit,
+// near or far: whether the near half keeps a copy of a far line shows here): the loads form one
 // dependent chain (the next address adds the loaded zero), so one is in flight at a time. Its
 // threads first touch another line of each 4 KiB, so that no probe load waits on a page walk.
 __global__ void time_lines_kernel(const unsigned* probe, unsigned target, unsigned* cycles) {
@@ -55,33 +58,31 @@ __global__ void time_lines_kernel(const unsigned* probe, unsigned target, unsign
   __syncthreads();
   if (threadIdx.x != 0) return;
   unsigned dep = 0;
-  for (int i = 0; i < kLines; ++i) {
-    const unsigned* p = probe + i * (kLineStride / 4) + dep;
-    long long t0, t1;
-    unsigned v;
-    asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(t0)::"memory");
-    asm volatile("ld.global.cg.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-    asm volatile("add.u32 %0, %0, %1;\n" : "+r"(dep) : "r"(v));
-    asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(t1)::"memory");
-    cycles[i] = static_cast<unsigned>(t1 - t0);
-  }
+  for (int pass = 0; pass < 2; ++pass)
+    for (int i = 0; i < kLines; ++i) {
+      const unsigned* p = probe + i * (kLineStride / 4) + dep;
+      long long t0, t1;
+      unsigned v;
+      asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(t0)::"memory");
+      asm volatile("ld.global.cg.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+      asm volatile("add.u32 %0, %0, %1;\n" : "+r"(dep) : "r"(v));
+      asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(t1)::"memory");
+      cycles[pass * kLines + i] = static_cast<unsigned>(t1 - t0);
+    }
 }
 
-double correlation(const unsigned* a, const unsigned* b) {
-  double ma = 0, mb = 0;
-  for (int i = 0; i < kLines; ++i) {
-    ma += a[i];
-    mb += b[i];
+// x . y over the lines, both centred on their own means.
+double centred_dot(const double* x, const double* y, int n) {
+  double mx = 0, my = 0;
+  for (int i = 0; i < n; ++i) {
+    mx += x[i];
+    my += y[i];
   }
-  ma /= kLines;
-  mb /= kLines;
-  double ab = 0, aa = 0, bb = 0;
-  for (int i = 0; i < kLines; ++i) {
-    ab += (a[i] - ma) * (b[i] - mb);
-    aa += (a[i] - ma) * (a[i] - ma);
-    bb += (b[i] - mb) * (b[i] - mb);
-  }
-  return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 0.0;
+  mx /= n;
+  my /= n;
+  double d = 0;
+  for (int i = 0; i < n; ++i) d += (x[i] - mx) * (y[i] - my);
+  return d;
 }
 
 }  // namespace
@@ -97,7 +98,7 @@ L2Sides find_l2_sides(int device) {
   const size_t sweep_bytes = std::max<size_t>(size_t{3} * static_cast<size_t>(l2_bytes), size_t{64} << 20);
   const size_t probe_bytes = kLines * kLineStride;
   const size_t sm_bytes = sizeof(unsigned) * static_cast<size_t>(sms);
-  const size_t cycles_bytes = sizeof(unsigned) * kLines * static_cast<size_t>(sms);
+  const size_t cycles_bytes = sizeof(unsigned) * kTimes * static_cast<size_t>(sms);
   char* buffer = nullptr;  // the sweep, the probe lines, the blocks' SMs, each turn's cycles
   E3_CUDA_CHECK(cudaMalloc(&buffer, sweep_bytes + probe_bytes + sm_bytes + cycles_bytes + 64));
   struct Free {
@@ -119,21 +120,52 @@ L2Sides find_l2_sides(int device) {
   sm.erase(std::unique(sm.begin(), sm.end()), sm.end());
   for (size_t turn = 0; turn < sm.size(); ++turn) {
     sweep_kernel<<<sms * 4, kThreads>>>(sweep, sweep_bytes / sizeof(uint4), sink);
-    time_lines_kernel<<<sms, kThreads, smem>>>(probe, sm[turn], cycles + turn * kLines);
+    time_lines_kernel<<<sms, kThreads, smem>>>(probe, sm[turn], cycles + turn * kTimes);
   }
   E3_CUDA_LAUNCH_CHECK("find_l2_sides timing");
-  std::vector<unsigned> host(kLines * sm.size());
+  std::vector<unsigned> host(kTimes * sm.size());
   E3_CUDA_CHECK(cudaMemcpy(host.data(), cycles, sizeof(unsigned) * host.size(), cudaMemcpyDeviceToHost));
 
+  // What every SM sees alike (device memory's own timing, the page walk) is taken out first: each
+  // SM's latencies less the mean over all SMs, per line. What is left is the side's pattern, of
+  // opposite sign on the two sides. Two-means from the first SM's residual: each SM goes to the
+  // side its residual leans to along the difference of the sides' centroids, twice.
+  const int n = static_cast<int>(sm.size());
+  std::vector<double> residual(host.begin(), host.end()), mean(kTimes, 0.0);
+  for (int t = 0; t < n; ++t)
+    for (int i = 0; i < kTimes; ++i) mean[i] += residual[t * kTimes + i] / n;
+  for (int t = 0; t < n; ++t)
+    for (int i = 0; i < kTimes; ++i) residual[t * kTimes + i] -= mean[i];
+  std::vector<double> direction(residual.begin(), residual.begin() + kTimes);
+  std::vector<int> side(static_cast<size_t>(n), 0);
+  std::vector<double> score(static_cast<size_t>(n), 0.0);
+  for (int round = 0; round < 3; ++round) {
+    const double norm = std::sqrt(std::max(centred_dot(direction.data(), direction.data(), kTimes), 1e-30));
+    for (int t = 0; t < n; ++t) {
+      const double* r = &residual[static_cast<size_t>(t) * kTimes];
+      const double rr = std::sqrt(std::max(centred_dot(r, r, kTimes), 1e-30));
+      score[t] = centred_dot(r, direction.data(), kTimes) / (norm * rr);  // a correlation
+      side[t] = score[t] < 0 ? 1 : 0;
+    }
+    std::vector<double> centroid[2] = {std::vector<double>(kTimes, 0.0), std::vector<double>(kTimes, 0.0)};
+    int count[2] = {0, 0};
+    for (int t = 0; t < n; ++t) {
+      ++count[side[t]];
+      for (int i = 0; i < kTimes; ++i) centroid[side[t]][i] += residual[t * kTimes + i];
+    }
+    if (count[0] == 0 || count[1] == 0) break;
+    for (int i = 0; i < kTimes; ++i) direction[i] = centroid[0][i] / count[0] - centroid[1][i] / count[1];
+  }
   L2Sides sides;
   sides.side_of_sm.assign(kL2SideSlots, 0);
   sides.weakest = 1.0;
-  for (size_t turn = 0; turn < sm.size(); ++turn) {
-    const double r = correlation(&host[turn * kLines], &host[0]);
-    const int side = r < 0 ? 1 : 0;
-    if (sm[turn] < kL2SideSlots) sides.side_of_sm[sm[turn]] = static_cast<uint8_t>(side);
-    ++sides.sms[side];
-    sides.weakest = std::min(sides.weakest, std::fabs(r));
+  sides.sm_ids = sm;
+  sides.cycles = host;
+  sides.score = score;
+  for (int t = 0; t < n; ++t) {
+    if (sm[t] < static_cast<unsigned>(kL2SideSlots)) sides.side_of_sm[sm[t]] = static_cast<uint8_t>(side[t]);
+    ++sides.sms[side[t]];
+    sides.weakest = std::min(sides.weakest, std::fabs(score[t]));
   }
   // Both sides seen, and every SM clearly on one: otherwise the GPU shows no split this probe
   // can trust, and the walk stays as it is without sides.

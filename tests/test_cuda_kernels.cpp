@@ -418,6 +418,25 @@ TEST_F(CudaKernel, TheL2ProbeFindsTheTwoHalvesOfAHopperL2) {
   for (int sm = 0; sm < a.sms[0] + a.sms[1]; ++sm) map += static_cast<char>('0' + a.side_of_sm[sm]);
   std::cout << "L2 sides by SM: " << map << " (" << a.sms[0] << " + " << a.sms[1] << ", weakest correlation "
             << a.weakest << "; again " << b.sms[0] << " + " << b.sms[1] << ", " << b.weakest << ")\n";
+  // What it saw, for the record: each SM's score and spread of cold latencies, and the first two
+  // SMs' latencies line by line.
+  const size_t lines = a.sm_ids.empty() ? 0 : a.cycles.size() / a.sm_ids.size();
+  for (size_t t = 0; t < a.sm_ids.size(); ++t) {
+    std::cout << fmt::format("sm {:3} score {:+.3f}", a.sm_ids[t], a.score[t]);
+    for (size_t half = 0; half < 2; ++half) {  // each line cold, then warm
+      const size_t h = lines / 2;
+      std::vector<unsigned> c(a.cycles.begin() + t * lines + half * h, a.cycles.begin() + t * lines + (half + 1) * h);
+      std::sort(c.begin(), c.end());
+      std::cout << fmt::format(" {} p10 {} median {} p90 {} max {}", half ? "warm" : "cold", c[h / 10], c[h / 2],
+                               c[h * 9 / 10], c.back());
+    }
+    std::cout << '\n';
+  }
+  for (size_t t = 0; t < std::min<size_t>(2, a.sm_ids.size()); ++t) {
+    std::cout << "sm " << a.sm_ids[t] << " lines:";
+    for (size_t i = 0; i < lines; ++i) std::cout << ' ' << a.cycles[t * lines + i];
+    std::cout << '\n';
+  }
   EXPECT_TRUE(a.found) << "weakest correlation " << a.weakest;
   const int sms = a.sms[0] + a.sms[1];
   EXPECT_GE(std::min(a.sms[0], a.sms[1]), sms / 4) << a.sms[0] << " + " << a.sms[1];

@@ -136,6 +136,7 @@ int main(int argc, char** argv) {
   int sms = 0, smem = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   CHECK(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+  smem -= 1024;  // room for the kernel's static shared memory within the opt-in limit
   CHECK(cudaFuncSetAttribute(probe_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   unsigned *probe, *counters, *sm_of_turn;
   uint4* flush;

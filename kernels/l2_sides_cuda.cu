@@ -26,6 +26,19 @@ __device__ __forceinline__ unsigned sm_id() {
   return s;
 }
 
+// The clock, read once `v` has arrived: the read is predicated on a test of v, so no reordering
+// can put it before the load that brings v (a plain read after an add of v was seen to run first,
+// timing 2 cycles). Between two such reads lies one load's round trip and a few instructions.
+__device__ __forceinline__ long long clock_after(unsigned v) {
+  long long t;
+  asm volatile(
+      "{\n .reg .pred p;\n setp.eq.u32 p, %1, 0xffffffff;\n @p mov.u64 %0, 0;\n @!p mov.u64 %0, %%clock64;\n}\n"
+      : "=l"(t)
+      : "r"(v)
+      : "memory");
+  return t;
+}
+
 // Each block records its SM; the shared memory it asks for keeps a second block off that SM.
 __global__ void which_sm_kernel(unsigned* sm_of_block) {
   if (threadIdx.x == 0) sm_of_block[blockIdx.x] = sm_id();
@@ -58,16 +71,15 @@ __global__ void time_lines_kernel(const unsigned* probe, unsigned target, unsign
   __syncthreads();
   if (threadIdx.x != 0) return;
   unsigned dep = 0;
+  long long before = clock_after(dep);
   for (int pass = 0; pass < 2; ++pass)
     for (int i = 0; i < kLines; ++i) {
-      const unsigned* p = probe + i * (kLineStride / 4) + dep;
-      long long t0, t1;
       unsigned v;
-      asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(t0)::"memory");
-      asm volatile("ld.global.cg.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-      asm volatile("add.u32 %0, %0, %1;\n" : "+r"(dep) : "r"(v));
-      asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(t1)::"memory");
-      cycles[pass * kLines + i] = static_cast<unsigned>(t1 - t0);
+      asm volatile("ld.global.cg.u32 %0, [%1];\n" : "=r"(v) : "l"(probe + i * (kLineStride / 4) + dep) : "memory");
+      const long long after = clock_after(v);
+      cycles[pass * kLines + i] = static_cast<unsigned>(after - before);
+      before = after;
+      dep += v;
     }
 }
 

@@ -40,9 +40,14 @@ __device__ __forceinline__ unsigned load_cg(const unsigned* p) {
   asm volatile("ld.global.cg.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
-__device__ __forceinline__ long long clock_now() {
+// The clock once v has arrived: predicated on a test of v, so that it cannot run before the load
+// (a plain clock read after an add of v ran first and timed 2 cycles, call 44).
+__device__ __forceinline__ long long clock_after(unsigned v) {
   long long t;
-  asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(t)::"memory");
+  asm volatile("{\n .reg .pred p;\n setp.eq.u32 p, %1, 0xffffffff;\n @p mov.u64 %0, 0;\n @!p mov.u64 %0, %%clock64;\n}\n"
+               : "=l"(t)
+               : "r"(v)
+               : "memory");
   return t;
 }
 __device__ __forceinline__ unsigned sm_id() {
@@ -52,16 +57,16 @@ __device__ __forceinline__ unsigned sm_id() {
 }
 
 // The latency of each probe line from this SM, the dependent chain keeping one load in flight: the
-// next address adds the loaded value (zero), and the clock is read after an add that waits for it.
+// next address adds the loaded value (zero); the time between two clock reads is one load.
 __device__ void time_lines(const unsigned* probe, int lines, unsigned short* out, bool keep_min) {
   unsigned dep = 0;
+  long long before = clock_after(dep);
   for (int i = 0; i < lines; ++i) {
-    const unsigned* p = probe + static_cast<size_t>(i) * (kStrideBytes / 4) + dep;
-    const long long t0 = clock_now();
-    const unsigned v = load_cg(p);
-    asm volatile("add.u32 %0, %0, %1;\n" : "+r"(dep) : "r"(v));
-    const long long t1 = clock_now();
-    const unsigned short c = static_cast<unsigned short>(min(t1 - t0, 65535LL));
+    const unsigned v = load_cg(probe + static_cast<size_t>(i) * (kStrideBytes / 4) + dep);
+    const long long after = clock_after(v);
+    const unsigned short c = static_cast<unsigned short>(min(after - before, 65535LL));
+    before = after;
+    dep += v;
     out[i] = keep_min ? min(out[i], c) : c;
   }
 }

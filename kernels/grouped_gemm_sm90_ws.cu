@@ -6,6 +6,9 @@
 // and with E3_GEMM_VARIANT=8 in that order from a counter: each block takes the next tile when its
 // loader is free, so the tiles in flight stay a window of consecutive ones however the blocks'
 // speeds drift apart (with every gridDim-th tile, a slow block falls behind its neighbours).
+// With the L2 sides known (E3_L2_SIDES, find_l2_sides), the blocks beside one half of L2 take
+// tiles from the counter's front and the others from its back, so that an expert's m-tiles run
+// on one half (same bits; the partition link's traffic fell 17.5% but the time did not).
 // Warpgroup 0 only loads: its first thread has the tensor copy engine bring each B tile (the
 // experts' weights, contiguous rows, so a 2-D tensor map serves every expert), while its 128
 // threads gather the A rows with cp.async (the token permutation, which the copy engine cannot

@@ -8,7 +8,9 @@
 #   quant   kimi_k2_3layer with INT4 and FP8 experts (--expert-dequant gemm), E3_L2_SIDES=0 and 1
 #   l2      ncu on kimi_k2_3layer's gate/up launch with E3_L2_SIDES=0 and 1: time, the L2 fabric's share
 #           and sectors, DRAM bytes (--clock-control none: the clocks are left alone)
-# Carry build-gpu/pack (build-gpu/carry/l2_partition_probe beside the binary).
+# Carry build-gpu/pack (build-gpu/carry/l2_partition_probe beside the binary). Calls 43 and 44 ran it
+# before the probes' clock fix (every latency read 2 cycles), call 45 after, with all six stages
+# (docs/PERFORMANCE.md, thirteenth session).
 set -uo pipefail
 STAGES=${*:-probe unit cmp quant}
 C=$PWD/build-gpu/carry

@@ -1,7 +1,7 @@
 // Which of the two L2 partitions each SM of an H100 sits on, from load latency (issue 21 item 4;
 // docs/PERFORMANCE.md, twelfth session: the link between the partitions bounds the expert GEMM, and
 // a walk that keeps the blocks sharing a weight slab on one partition needs this map).
-// Written in the twelfth session and not yet run: no device time was left.
+// Written in the twelfth session; first run in the thirteenth (call 45, after its clock fix).
 //
 // One block per SM (the shared memory keeps a second one out). The blocks take turns, so that one
 // SM at a time loads. In its turn a block's first thread:

@@ -1,6 +1,6 @@
 // Which half of L2 each SM sits beside (issue 21 item 4; docs/PERFORMANCE.md, thirteenth session).
-// An H100's L2 is two partitions joined by a link, and the expert GEMM's weight slabs crossing
-// that link bound it (ncu, call 42). A line's home is one partition; an SM whose partition is the
+// An H100's L2 is two partitions joined by a link, which the expert GEMM's weight slabs crossing
+// it kept 90% busy (ncu, calls 42 and 45). A line's home is one partition; an SM whose partition is the
 // other one pays the crossing. So the SMs of one side agree on which lines are slow from device
 // memory, and the two sides disagree: each SM in turn times the same cold lines (one dependent
 // load at a time, L2 emptied before each turn), and its latencies correlate positively with the
@@ -10,8 +10,8 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cuda_common.cuh"
 #include "kernels/backend.h"
+#include "kernels/cuda_common.cuh"
 
 namespace e3::kernels {
 namespace {
@@ -44,7 +44,7 @@ __global__ void which_sm_kernel(unsigned* sm_of_block) {
   if (threadIdx.x == 0) sm_of_block[blockIdx.x] = sm_id();
 }
 
-// Reads `bytes` with the whole grid, so that whatever L2 held before is gone.
+// Reads n 16-byte words with the whole grid, so that whatever L2 held before is gone.
 __global__ void sweep_kernel(const uint4* p, size_t n, unsigned long long* sink) {
   unsigned long long acc = 0;
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) {

@@ -161,9 +161,15 @@ class CudaBackend final : public Backend {
                device_, name_, cc_);
     wgmma_attention_ = options.attention_variant != CudaOptions::kMmaSyncAttention && hopper_gemm_;
     moe_.fuse_silu = !options.moe_unfused;
-    if (hopper_gemm_ && (moe_.gemm_variant == CudaOptions::kHopperWsCountedGemmVariant ||
-                         moe_.gemm_variant == CudaOptions::kHopperWsCountedRegsGemmVariant))
-      walk_by_l2_side(options.l2_sides);
+    const bool counted_walk = hopper_gemm_ && (moe_.gemm_variant == CudaOptions::kHopperWsCountedGemmVariant ||
+                                               moe_.gemm_variant == CudaOptions::kHopperWsCountedRegsGemmVariant);
+    E3_REQUIRE(counted_walk || (options.l2_sides != CudaOptions::kProbedL2Sides &&
+                                options.l2_sides != CudaOptions::kParityL2Sides),
+               ErrorKind::Usage,
+               "E3_L2_SIDES={} needs the grouped GEMM's counted walk (E3_GEMM_VARIANT 8 or 9, the default on an sm_90 "
+               "GPU built with the sm_90a image); GPU {} is {}, sm_{}, with variant {}",
+               options.l2_sides, device_, name_, cc_, moe_.gemm_variant);
+    if (counted_walk) walk_by_l2_side(options.l2_sides);
     gemm_ = std::make_unique<cuda::Gemm>();
     ring_ = std::make_unique<UploadRing>();
     E3_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));

@@ -493,6 +493,22 @@ TEST_F(CudaKernel, AskingForTheWgmmaAttentionWhereItIsMissingIsAUsageError) {
   }
 }
 
+TEST_F(CudaKernel, WalkingByL2SideWithoutTheCountedWalkIsAUsageError) {
+  // E3_L2_SIDES steers only the counted walks (8, 9): with any other kernel it would do nothing,
+  // so it is refused rather than ignored, on every GPU.
+  for (int mode : {CudaOptions::kProbedL2Sides, CudaOptions::kParityL2Sides}) {
+    CudaOptions o{0, false};  // the portable grouped GEMM
+    o.l2_sides = mode;
+    try {
+      make_cuda_backend(0, o);
+      FAIL() << "E3_L2_SIDES=" << mode << " was accepted with E3_GEMM_VARIANT=0";
+    } catch (const e3::Error& e) {
+      EXPECT_EQ(e.kind(), e3::ErrorKind::Usage);
+      EXPECT_NE(std::string(e.what()).find("E3_L2_SIDES"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // A quantized stack in host memory (the CPU backend's) and the same bytes on the GPU.
 struct QuantPair {
   std::vector<uint8_t> q, scale;

@@ -111,12 +111,11 @@ L2Sides find_l2_sides(int device) {
   const size_t probe_bytes = kLines * kLineStride;
   const size_t sm_bytes = sizeof(unsigned) * static_cast<size_t>(sms);
   const size_t cycles_bytes = sizeof(unsigned) * kTimes * static_cast<size_t>(sms);
-  char* buffer = nullptr;  // the sweep, the probe lines, the blocks' SMs, each turn's cycles
-  E3_CUDA_CHECK(cudaMalloc(&buffer, sweep_bytes + probe_bytes + sm_bytes + cycles_bytes + 64));
-  struct Free {
-    char* p;
-    ~Free() { cudaFree(p); }
-  } free_buffer{buffer};
+  const size_t bytes = sweep_bytes + probe_bytes + sm_bytes + cycles_bytes + 64;
+  void* raw = nullptr;  // the sweep, the probe lines, the blocks' SMs, each turn's cycles
+  E3_CUDA_CHECK(cudaMalloc(&raw, bytes));
+  const DeviceBuffer owner(raw, bytes, [](void* p) { cudaFree(p); });
+  char* buffer = static_cast<char*>(raw);
   auto* sweep = reinterpret_cast<const uint4*>(buffer);
   auto* probe = reinterpret_cast<unsigned*>(buffer + sweep_bytes);
   auto* sm_of_block = reinterpret_cast<unsigned*>(buffer + sweep_bytes + probe_bytes);
@@ -141,7 +140,7 @@ L2Sides find_l2_sides(int device) {
   // What every SM sees alike (device memory's own timing, the page walk) is taken out first: each
   // SM's latencies less the mean over all SMs, per line. What is left is the side's pattern, of
   // opposite sign on the two sides. Two-means from the first SM's residual: each SM goes to the
-  // side its residual leans to along the difference of the sides' centroids, twice.
+  // side its residual leans to, then along the difference of the sides' centroids (three rounds).
   const int n = static_cast<int>(sm.size());
   std::vector<double> residual(host.begin(), host.end()), mean(kTimes, 0.0);
   for (int t = 0; t < n; ++t)

@@ -43,13 +43,6 @@ if wants bench; then
     done
   done
 fi
-# ncu NAME CONFIG SKIP [ncu args...]: launch SKIP of the grouped expert GEMM (even: gate/up, odd: down).
-run_ncu() {
-  local name=$1 config=$2 skip=$3; shift 3
-  timeout 240 ncu --clock-control none --kernel-name regex:grouped_gemm_ws --launch-skip "$skip" --launch-count 1 "$@" \
-    "$C/new" bench --config "$config" --batch 8 --seq 2048 --iters 1 --warmup 1 > "$OUT/logs/ncu_$name.log" 2>&1
-  say "ncu $name rc $?:"
-}
 if wants ncu; then
   metrics='gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active'
   metrics+=',dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct'

@@ -60,12 +60,6 @@ if wants quant; then
     for s in 0 1; do bench "kimi_${q}_sides${s}" /tmp/kimi_k2_3layer_$q.json E3_L2_SIDES=$s -- --expert-dequant gemm; done
   done
 fi
-run_ncu() {  # NAME CONFIG SKIP [ncu args...]: launch SKIP of the grouped expert GEMM (even: gate/up, odd: down)
-  local name=$1 config=$2 skip=$3; shift 3
-  timeout 240 ncu --clock-control none --kernel-name regex:grouped_gemm_ws --launch-skip "$skip" --launch-count 1 "$@" \
-    "$C/new" bench --config "$config" --batch 8 --seq 2048 --iters 1 --warmup 1 > "$OUT/logs/ncu_$name.log" 2>&1
-  say "ncu $name rc $?:"
-}
 if wants l2; then
   m='gpu__time_duration.sum,lts__t_sectors_srcunit_tex_op_read.sum,dram__bytes_read.sum,lts__t_sectors_srcunit_ltcfabric.sum'
   m+=',sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,lts__t_sector_hit_rate.pct'

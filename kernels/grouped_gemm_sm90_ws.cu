@@ -216,9 +216,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int ctid = tid - kLoaderThreads, cwg = ctid / 128, warp = (ctid / 32) % 4, lane = tid % 32;
     int stage = 0;
     uint32_t phase = 0;
-    for (int j = 0;; ++j) {
-      const int4 info = take_tile(j, lane);
-      if (info.x < 0) break;
+    // One tile of N tokens (128, or an expert's last m-tile of 112 rows or fewer rounded up to 16).
+    auto regs_tile = [&](auto tokens, const int4 info) {
+      constexpr int N = decltype(tokens)::value;
       const int n0 = info.w;
       int64_t srow[2][2];
 #pragma unroll
@@ -236,7 +236,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int b = 0; b < 2; ++b)
 #pragma unroll
-          for (int i = 0; i < 64; ++i) fence_operand(d[b][i]);
+          for (int i = 0; i < N / 2; ++i) fence_operand(d[b][i]);
       };
       // Each k-step is two wgmma groups, its 32-column halves, each from its own fragments: one
       // half's are built while the other half's group runs (16 registers each: the 128
@@ -258,7 +258,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int kk = 0; kk < 2; ++kk)
 #pragma unroll
-          for (int b = 0; b < 2; ++b) wgmma_m64n128k16_rs<0>(d[b], f[b][kk], sw128_desc(tokens + kk * 32));
+          for (int b = 0; b < 2; ++b) wgmma_m64nNk16_rs<N>(d[b], f[b][kk], sw128_desc(tokens + kk * 32));
         wgmma_commit();
       };
       auto wait_stage = [&] {
@@ -301,6 +301,20 @@ __global__ void __launch_bounds__(kThreads, 1)
       __syncwarp();
       if (lane == 0) mbar_arrive(smem_addr(&empty_bar[prev_stage]));
       store_transposed<FUSE_SILU>(g, d, info.y, info.z, n0, cwg, warp, lane);
+    };
+    for (int j = 0;; ++j) {
+      const int4 info = take_tile(j, lane);
+      if (info.x < 0) break;
+      switch (info.z > kBM - 16 ? 8 : (info.z + 15) / 16) {
+        case 1: regs_tile(std::integral_constant<int, 16>{}, info); break;
+        case 2: regs_tile(std::integral_constant<int, 32>{}, info); break;
+        case 3: regs_tile(std::integral_constant<int, 48>{}, info); break;
+        case 4: regs_tile(std::integral_constant<int, 64>{}, info); break;
+        case 5: regs_tile(std::integral_constant<int, 80>{}, info); break;
+        case 6: regs_tile(std::integral_constant<int, 96>{}, info); break;
+        case 7: regs_tile(std::integral_constant<int, 112>{}, info); break;
+        default: regs_tile(std::integral_constant<int, 128>{}, info); break;
+      }
     }
   } else {
     // --- compute ---

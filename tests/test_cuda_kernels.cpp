@@ -641,9 +641,11 @@ TEST_F(CudaKernel, TheWarpSpecialisedGemmGivesTheCpAsyncKernelsBits) {
 
 TEST_F(CudaKernel, AnExpertsLastMTileOfAnyHeightGivesTheSameBits) {
   // The warp-specialised kernel runs an expert's last m-tile of 112 rows or fewer transposed, its
-  // tokens as the MMA's N rounded up to 16; the cp.async kernel pads every m-tile to 128 rows.
+  // tokens as the MMA's N rounded up to 16 (variant 9 always runs transposed); the cp.async kernel
+  // pads every m-tile to 128 rows.
   // Heights on and around each step of 16, and over one and two whole m-tiles, give the same bits
-  // in every bf16 walk of the warp-specialised kernel, with and without the silu fused.
+  // in every bf16 walk of the warp-specialised kernel and in its register-operand form for INT4 and
+  // FP8 experts, with and without the silu fused.
   if (!runs_wgmma(*gpu_)) GTEST_SKIP() << "no sm_90a image for this GPU";
   const std::vector<int> heights = {1, 15, 16, 17, 40, 63, 64, 65, 96, 111, 112, 113, 127, 128, 129, 250};
   const int E = static_cast<int>(heights.size()), K = 1;
@@ -676,6 +678,19 @@ TEST_F(CudaKernel, AnExpertsLastMTileOfAnyHeightGivesTheSameBits) {
     for (int variant : {CudaOptions::kHopperWsGemmVariant, CudaOptions::kHopperWsShortKGemmVariant,
                         CudaOptions::kHopperWsSlabMajorGemmVariant, CudaOptions::kHopperWsCountedGemmVariant})
       EXPECT_EQ(padded, experts_on(variant, unfused, false, x, id, w, eg)) << "variant " << variant;
+  }
+  // The quantized experts' register-operand kernel (variant 9) takes N from the same steps.
+  const int64_t QH = 512, QI = 704;
+  Pair qx = make(M, QH, bf16_rounded(M * QH, 84));
+  for (auto format : {QuantStack::Format::Fp8Block, QuantStack::Format::Int4Group}) {
+    QuantPair gu = make_quant(*gpu_, format, ScaleType::F32, 2 * E, QI, QH, 85);
+    QuantPair dn = make_quant(*gpu_, format, ScaleType::F32, E, QH, QI, 86);
+    const ExpertStack qeg{Tensor{}, Tensor{}, 0, E, QI, gu.gpu, dn.gpu};
+    for (bool unfused : {false, true}) {
+      SCOPED_TRACE(fmt::format("format {}, unfused {}", static_cast<int>(format), unfused));
+      EXPECT_EQ(experts_on(CudaOptions::kHopperGemmVariant, unfused, true, qx, id, w, qeg),
+                experts_on(CudaOptions::kHopperWsCountedRegsGemmVariant, unfused, true, qx, id, w, qeg));
+    }
   }
 }
 

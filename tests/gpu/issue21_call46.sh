@@ -5,7 +5,7 @@
 #   unit, golden  the GPU's unit tests (the new AnExpertsLastMTileOfAnyHeightGivesTheSameBits among them)
 #           and the golden cases (tests/gpu/lib.sh)
 #   cmp     base and new interleaved, deepseek_v2_lite_shape and kimi_k2_3layer (bf16), two rounds
-#   quant   kimi_k2_3layer with INT4 and FP8 experts (--expert-dequant gemm), new only (their path is unchanged)
+#   quant   kimi_k2_3layer with INT4 and FP8 experts (--expert-dequant gemm, variant 9: its narrow tiles too)
 #   ncu     kimi_k2_3layer's gate/up and down launches, base and new: time, tensor pipes, DRAM and L2
 # Carry build-gpu/pack (tar of build-gpu/carry: new, base, e3_unit_tests, golden_check, lib, configs).
 set -uo pipefail
@@ -27,7 +27,10 @@ if wants cmp; then
 fi
 if wants quant; then
   python3 "$(dirname "$0")/kimi_quant_configs.py" "$C/configs" /tmp
-  for q in int4 fp8; do bench "kimi_$q" /tmp/kimi_k2_3layer_$q.json -- --expert-dequant gemm; done
+  for q in int4 fp8; do
+    E3_BENCH_BIN=$C/base bench "kimi_${q}_base" /tmp/kimi_k2_3layer_$q.json -- --expert-dequant gemm
+    bench "kimi_${q}_new" /tmp/kimi_k2_3layer_$q.json -- --expert-dequant gemm
+  done
 fi
 wants golden && golden_cases
 if wants ncu; then

@@ -4,7 +4,8 @@
 # (carried as $C/base). CALL=NN names the log.
 #   unit, golden  the GPU's unit tests (the new AnExpertsLastMTileOfAnyHeightGivesTheSameBits among them)
 #           and the golden cases (tests/gpu/lib.sh)
-#   cmp     base and new interleaved, deepseek_v2_lite_shape and kimi_k2_3layer (bf16), two rounds
+#   cmp     base and new interleaved, deepseek_v2_lite_shape and kimi_k2_3layer (bf16), two rounds; then
+#           kimi_k2_3layer, new, with E3_L2_SIDES=1
 #   quant   kimi_k2_3layer with INT4 and FP8 experts (--expert-dequant gemm, variant 9: its narrow tiles too)
 #   ncu     kimi_k2_3layer's gate/up and down launches, base and new: time, tensor pipes, DRAM and L2
 # Carry build-gpu/pack (tar of build-gpu/carry: new, base, e3_unit_tests, golden_check, lib, configs).
@@ -24,6 +25,7 @@ if wants cmp; then
       bench "${c}_new_r$round" "$C/configs/$c.json"
     done
   done
+  bench kimi_k2_3layer_new_sides1 "$C/configs/kimi_k2_3layer.json" E3_L2_SIDES=1
 fi
 if wants quant; then
   python3 "$(dirname "$0")/kimi_quant_configs.py" "$C/configs" /tmp

@@ -640,9 +640,9 @@ TEST_F(CudaKernel, TheWarpSpecialisedGemmGivesTheCpAsyncKernelsBits) {
 }
 
 TEST_F(CudaKernel, AnExpertsLastMTileOfAnyHeightGivesTheSameBits) {
-  // The warp-specialised kernel runs an expert's last m-tile of 112 rows or fewer transposed, its
-  // tokens as the MMA's N rounded up to 16 (variant 9 always runs transposed); the cp.async kernel
-  // pads every m-tile to 128 rows.
+  // The warp-specialised kernel runs a bf16 expert's last m-tile of 112 rows or fewer transposed,
+  // its tokens as the MMA's N rounded up to 16 (variant 9 always runs transposed, 128 tokens); the
+  // cp.async kernel pads every m-tile to 128 rows.
   // Heights on and around each step of 16, and over one and two whole m-tiles, give the same bits
   // in every bf16 walk of the warp-specialised kernel and in its register-operand form for INT4 and
   // FP8 experts, with and without the silu fused.

@@ -14,7 +14,9 @@
 // threads gather the A rows with cp.async (the token permutation, which the copy engine cannot
 // follow), or, where A's rows are the expert-grouped rows themselves (the down GEMM), the
 // copy engine brings A too. Warpgroups 1 and 2 only compute (wgmma m64n256k16, 64 rows each) and run the
-// epilogue, while the loader already fills the stages of the next tile. The loader finds each
+// epilogue, while the loader already fills the stages of the next tile. A bf16 expert's last m-tile
+// of 112 rows or fewer runs transposed (weights as A, its tokens as N in steps of 16), so that the
+// tensor cores do not multiply the padding rows. The loader finds each
 // tile's expert and rows (a forward walk over tile_offsets, since a block's tiles only move
 // forward) and hands them to the computing warpgroups through a two-slot ring, so that no
 // computing thread waits on those loads. Stages are handed over
@@ -29,6 +31,8 @@
 // as wgmma's register operand from them (grouped_gemm_sm90_regs.cuh).
 #include <cuda.h>
 #include <cudaTypedefs.h>
+
+#include <type_traits>
 
 #include "kernels/grouped_gemm_sm90_regs.cuh"
 #include "kernels/wgmma_sm90.cuh"
@@ -212,9 +216,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int ctid = tid - kLoaderThreads, cwg = ctid / 128, warp = (ctid / 32) % 4, lane = tid % 32;
     int stage = 0;
     uint32_t phase = 0;
-    for (int j = 0;; ++j) {
-      const int4 info = take_tile(j, lane);
-      if (info.x < 0) break;
+    // One tile of N tokens.
+    auto regs_tile = [&](auto tokens, const int4 info) {
+      constexpr int N = decltype(tokens)::value;
       const int n0 = info.w;
       int64_t srow[2][2];
 #pragma unroll
@@ -232,7 +236,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int b = 0; b < 2; ++b)
 #pragma unroll
-          for (int i = 0; i < 64; ++i) fence_operand(d[b][i]);
+          for (int i = 0; i < N / 2; ++i) fence_operand(d[b][i]);
       };
       // Each k-step is two wgmma groups, its 32-column halves, each from its own fragments: one
       // half's are built while the other half's group runs (16 registers each: the 128
@@ -254,7 +258,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int kk = 0; kk < 2; ++kk)
 #pragma unroll
-          for (int b = 0; b < 2; ++b) wgmma_m64n128k16_rs<0>(d[b], f[b][kk], sw128_desc(tokens + kk * 32));
+          for (int b = 0; b < 2; ++b) wgmma_m64nNk16_rs<N>(d[b], f[b][kk], sw128_desc(tokens + kk * 32));
         wgmma_commit();
       };
       auto wait_stage = [&] {
@@ -297,6 +301,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       __syncwarp();
       if (lane == 0) mbar_arrive(smem_addr(&empty_bar[prev_stage]));
       store_transposed<FUSE_SILU>(g, d, info.y, info.z, n0, cwg, warp, lane);
+    };
+    for (int j = 0;; ++j) {
+      const int4 info = take_tile(j, lane);
+      if (info.x < 0) break;
+      // Always 128 tokens: call 48 (2026-12-07, H100) found the last m-tile at N in steps of 16
+      // 5% slower for INT4 and FP8 experts (kimi_k2_3layer), where the bf16 experts gained.
+      regs_tile(std::integral_constant<int, 128>{}, info);
     }
   } else {
     // --- compute ---
@@ -324,6 +335,55 @@ __global__ void __launch_bounds__(kThreads, 1)
       fence_async_shared();
       compute_barrier();
     };
+    auto advance = [&] {
+      if (++stage == kStages) {
+        stage = 0;
+        phase ^= 1;
+      }
+    };
+    // C^T = W X^T for a tile of N tokens (bf16 experts): each warpgroup's two 64-row blocks of
+    // weight rows (store_transposed's layout, as the register-operand kernel's) as wgmma's A, the
+    // tile's tokens as B, from the same stages; every output sums its k-tiles and k-steps in the
+    // same order as the 128-row product, so the bits are the same.
+    auto narrow_tile = [&](auto tokens, const ExpertTile& et, int n0) {
+      constexpr int N = decltype(tokens)::value;
+      float d[2][64];
+#pragma unroll
+      for (int b = 0; b < 2; ++b)
+#pragma unroll
+        for (int i = 0; i < 64; ++i) d[b][i] = 0.0f;
+      auto fence_accumulators = [&] {
+#pragma unroll
+        for (int b = 0; b < 2; ++b)
+#pragma unroll
+          for (int i = 0; i < N / 2; ++i) fence_operand(d[b][i]);
+      };
+      int prev_stage = -1;
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        wait_full();
+        const uint32_t sa = base + stage * S::kStage, sb = sa + kABytes;
+        fence_accumulators();
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk)
+#pragma unroll
+          for (int b = 0; b < 2; ++b) {
+            const int weight_row = FUSE_SILU ? (kBN / 2) * b + 64 * cwg : (kBN / 2) * cwg + 64 * b;
+            wgmma_m64nNk16<N>(d[b], swizzled_desc<BK>(sb + weight_row * (BK * 2) + kk * 32),
+                              swizzled_desc<BK>(sa + kk * 32));
+          }
+        wgmma_commit();
+        wgmma_wait<1>();
+        fence_accumulators();
+        if (prev_stage >= 0) release(prev_stage);
+        prev_stage = stage;
+        advance();
+      }
+      wgmma_wait<0>();
+      fence_accumulators();
+      release(prev_stage);
+      store_transposed<FUSE_SILU>(g, d, et.row0, et.rows, n0, cwg, warp, lane);
+    };
     for (int j = 0;; ++j) {
       const int4 info = take_tile(j, lane);
       if (info.x < 0) break;
@@ -334,6 +394,23 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int n0 = info.w;
       const int64_t q_row = QB != kBf16 ? quant_row<FUSE_SILU>(g, qw, et.expert, n0, ctid) : -1;
       const int64_t s_row = scale_row<QB>(qw, q_row);
+      if constexpr (QB == kBf16) {
+        // An expert's last m-tile, 16 or more rows short of 128: the transposed product, with the
+        // tile's tokens as the MMA's N rounded up to 16, rather than 128 rows of which the rest
+        // are padding (kimi_k2_3layer's experts have about 341 rows: a third m-tile of 85).
+        if (et.rows <= kBM - 16) {
+          switch ((et.rows + 15) / 16) {
+            case 1: narrow_tile(std::integral_constant<int, 16>{}, et, n0); break;
+            case 2: narrow_tile(std::integral_constant<int, 32>{}, et, n0); break;
+            case 3: narrow_tile(std::integral_constant<int, 48>{}, et, n0); break;
+            case 4: narrow_tile(std::integral_constant<int, 64>{}, et, n0); break;
+            case 5: narrow_tile(std::integral_constant<int, 80>{}, et, n0); break;
+            case 6: narrow_tile(std::integral_constant<int, 96>{}, et, n0); break;
+            default: narrow_tile(std::integral_constant<int, 112>{}, et, n0); break;
+          }
+          continue;
+        }
+      }
       RowScales scales_next;
       if (QB != kBf16) {
         convert_next(q_row, fetch_scales<QB>(qw, s_row, 0));
@@ -359,10 +436,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int i = 0; i < 128; ++i) fence_operand(d[i]);
         if (prev_stage >= 0) release(prev_stage);
         prev_stage = stage;
-        if (++stage == kStages) {
-          stage = 0;
-          phase ^= 1;
-        }
+        advance();
         if (QB != kBf16) {
           cbuf = (cbuf + 1) % 3;
           if (kt + 1 < k_tiles) {

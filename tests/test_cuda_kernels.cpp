@@ -639,6 +639,61 @@ TEST_F(CudaKernel, TheWarpSpecialisedGemmGivesTheCpAsyncKernelsBits) {
   }
 }
 
+TEST_F(CudaKernel, AnExpertsLastMTileOfAnyHeightGivesTheSameBits) {
+  // The warp-specialised kernel runs a bf16 expert's last m-tile of 112 rows or fewer transposed,
+  // its tokens as the MMA's N rounded up to 16 (variant 9 always runs transposed, 128 tokens); the
+  // cp.async kernel pads every m-tile to 128 rows.
+  // Heights on and around each step of 16, and over one and two whole m-tiles, give the same bits
+  // in every bf16 walk of the warp-specialised kernel and in its register-operand form for INT4 and
+  // FP8 experts, with and without the silu fused.
+  if (!runs_wgmma(*gpu_)) GTEST_SKIP() << "no sm_90a image for this GPU";
+  const std::vector<int> heights = {1, 15, 16, 17, 40, 63, 64, 65, 96, 111, 112, 113, 127, 128, 129, 250};
+  const int E = static_cast<int>(heights.size()), K = 1;
+  int64_t M = 0;
+  for (int h : heights) M += h;
+  // Expert e's rows are tokens spread over the batch (a stride coprime to M), so that the gather
+  // of the tokens is exercised as well as the heights.
+  std::vector<int32_t> ids(static_cast<size_t>(M));
+  std::vector<float> weights(static_cast<size_t>(M));
+  int64_t next = 0;
+  for (int e = 0; e < E; ++e)
+    for (int r = 0; r < heights[static_cast<size_t>(e)]; ++r, ++next) {
+      const auto token = static_cast<size_t>((next * 7919) % M);
+      ids[token] = e;
+      weights[token] = 0.5f + 0.01f * static_cast<float>(r % 9);
+    }
+  ASSERT_LT(M, 7919);  // 7919 is prime, so the stride visits every token once
+  Pair id = ints(ids);
+  id.cpu = id.cpu.reshaped(K);
+  id.gpu = id.gpu.reshaped(K);
+  Pair w = make(M, K, weights, DType::F32);
+  const int64_t H = 520, I = 648;  // partial n-tiles of both GEMMs, K not a multiple of 64
+  Pair x = make(M, H, bf16_rounded(M * H, 81));
+  Pair gate_up = make(E * 2 * I, H, bf16_rounded(E * 2 * I * H, 82, 0.3f));
+  Pair down = make(E * H, I, bf16_rounded(E * H * I, 83, 0.3f));
+  const ExpertStack eg{gate_up.gpu, down.gpu, 0, E, I, {}, {}};
+  for (bool unfused : {false, true}) {
+    SCOPED_TRACE(fmt::format("unfused {}", unfused));
+    const std::vector<float> padded = experts_on(CudaOptions::kHopperGemmVariant, unfused, false, x, id, w, eg);
+    for (int variant : {CudaOptions::kHopperWsGemmVariant, CudaOptions::kHopperWsShortKGemmVariant,
+                        CudaOptions::kHopperWsSlabMajorGemmVariant, CudaOptions::kHopperWsCountedGemmVariant})
+      EXPECT_EQ(padded, experts_on(variant, unfused, false, x, id, w, eg)) << "variant " << variant;
+  }
+  // The quantized experts' register-operand kernel (variant 9) takes N from the same steps.
+  const int64_t QH = 512, QI = 704;
+  Pair qx = make(M, QH, bf16_rounded(M * QH, 84));
+  for (auto format : {QuantStack::Format::Fp8Block, QuantStack::Format::Int4Group}) {
+    QuantPair gu = make_quant(*gpu_, format, ScaleType::F32, 2 * E, QI, QH, 85);
+    QuantPair dn = make_quant(*gpu_, format, ScaleType::F32, E, QH, QI, 86);
+    const ExpertStack qeg{Tensor{}, Tensor{}, 0, E, QI, gu.gpu, dn.gpu};
+    for (bool unfused : {false, true}) {
+      SCOPED_TRACE(fmt::format("format {}, unfused {}", static_cast<int>(format), unfused));
+      EXPECT_EQ(experts_on(CudaOptions::kHopperGemmVariant, unfused, true, qx, id, w, qeg),
+                experts_on(CudaOptions::kHopperWsCountedRegsGemmVariant, unfused, true, qx, id, w, qeg));
+    }
+  }
+}
+
 TEST_F(CudaKernel, QuantizedExpertsInTheGemmTakeGroupsAndBlocksOfAnyWidth) {
   // INT4 groups of 96 columns and FP8 blocks of 192 x 192, widths that are no powers of two, so
   // that the kernels find a k-tile's scales by division rather than by a shift: variant 9 gives

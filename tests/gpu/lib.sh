@@ -1,5 +1,6 @@
 # Sourced by the GPU-machine scripts (issue21_call32.sh and later): timing `bench`, the unit tests, the golden cases.
-# Wants C (the unpacked carry: the binary as $C/new), OUT (logs under $OUT/logs) and LOG.
+# Wants C (the unpacked carry: the binary as $C/new), OUT (logs under $OUT/logs) and LOG; bench and run_ncu
+# run E3_BENCH_BIN instead where it is set (a baseline build carried beside the new one).
 say() { echo "$*" | tee -a "$LOG"; }
 # wants STAGE: whether STAGE is among the script's $STAGES.
 wants() { [[ " $STAGES " == *" $1 "* ]]; }
@@ -15,7 +16,7 @@ bench() {  # NAME CONFIG [env...] -- [args...]
   local envs=()
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
   [ "${1:-}" = "--" ] && shift
-  env "${envs[@]}" timeout 240 "$C/new" bench --config "$config" --batch 8 --seq 2048 --iters 5 --warmup 2 "$@" \
+  env "${envs[@]}" timeout 240 "${E3_BENCH_BIN:-$C/new}" bench --config "$config" --batch 8 --seq 2048 --iters 5 --warmup 2 "$@" \
     > "$OUT/logs/bench_$name.log" 2>&1
   say "$(date -u +%T) $name rc $?: $(fields "$OUT/logs/bench_$name.log")"
 }
@@ -46,6 +47,6 @@ golden_cases() {
 run_ncu() {
   local name=$1 config=$2 skip=$3; shift 3
   timeout 240 ncu --clock-control none --kernel-name regex:grouped_gemm_ws --launch-skip "$skip" --launch-count 1 "$@" \
-    "$C/new" bench --config "$config" --batch 8 --seq 2048 --iters 1 --warmup 1 > "$OUT/logs/ncu_$name.log" 2>&1
+    "${E3_BENCH_BIN:-$C/new}" bench --config "$config" --batch 8 --seq 2048 --iters 1 --warmup 1 > "$OUT/logs/ncu_$name.log" 2>&1
   say "ncu $name rc $?:"
 }

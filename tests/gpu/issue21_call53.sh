@@ -1,0 +1,29 @@
+#!/bin/bash
+# For the next GPU machine (written in the seventeenth session, not run): where kimi_k2_3layer's gate/up
+# launch reads its weights 1.41 times from device memory (docs/PERFORMANCE.md, seventeenth session). ncu on
+# that launch at 8 x 512 tokens (about 85 rows per expert: one m-tile each, so every weight byte is asked for
+# once) and at 8 x 2048 (three m-tiles), both with the default walk and E3_L2_SIDES=1. Weights: 384 x 4096 x
+# 7168 x 2 B = 22.5 GB. Main's build as $C/new; CALL=NN names the log.
+# Carry build-gpu/pack (tar of build-gpu/carry: new, lib, configs).
+set -uo pipefail
+C=$PWD/build-gpu/carry
+export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
+LOG=$OUT/issue21_call${CALL:-53}.log
+STAGES=ncu
+. "$(dirname "$0")/lib.sh"
+start_call
+m='gpu__time_duration.sum,dram__bytes_read.sum,lts__t_sector_hit_rate.pct,lts__t_sectors_srcunit_ltcfabric.sum'
+m+=',sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active'
+for seq in 512 2048; do
+  for sides in 0 1; do
+    name=kimi_seq${seq}_sides$sides
+    E3_L2_SIDES=$sides timeout 240 ncu --clock-control none --kernel-name regex:grouped_gemm_ws --launch-skip 2 \
+      --launch-count 1 --metrics "$m" "$C/new" bench --config "$C/configs/kimi_k2_3layer.json" --batch 8 --seq $seq \
+      --iters 1 --warmup 1 > "$OUT/logs/ncu_$name.log" 2>&1
+    say "ncu $name rc $?:"
+    grep -E "(gpu__time|dram__bytes|hit_rate|ltcfabric|hmma)" "$OUT/logs/ncu_$name.log" | tee -a "$LOG"
+  done
+done
+say "== done $(date -u)"
+tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"

@@ -356,7 +356,7 @@ class CudaBackend final : public Backend {
     });
   }
   size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape) const override {
-    return cuda::moe_scratch_bytes(tokens, shape);
+    return cuda::moe_scratch_bytes(tokens, shape, moe_.fuse_silu);
   }
   void mla_expand_kv(Tensor kv, Tensor k_rot, int heads, int nope_dim, int v_dim, Tensor k, Tensor v) override {
     Timed t(this, "mla_expand_kv");

@@ -133,8 +133,9 @@ struct Layout {  // the scratch buffer, carved up as moe_scratch_layout says
   size_t bytes;
 };
 
-Layout carve(void* base, int64_t tokens, int top_k, int experts, int64_t H, int64_t I, bool quantized) {
-  const MoeScratchLayout m = moe_scratch_layout(tokens, top_k, experts, H, I, quantized);
+Layout carve(void* base, int64_t tokens, int top_k, int experts, int64_t H, int64_t I, bool quantized,
+             bool fuse_silu) {
+  const MoeScratchLayout m = moe_scratch_layout(tokens, top_k, experts, H, I, quantized, !fuse_silu);
   char* b = static_cast<char*>(base);
   Layout l{};
   l.gate_up = reinterpret_cast<bf16*>(b + m.gate_up);
@@ -499,8 +500,9 @@ bool moe_reads_quantized(const ExpertStack& ex, const MoeKernelChoice& k) {
          grouped_gemm_hopper_reads(ex.gate_up_q) && grouped_gemm_hopper_reads(ex.down_q);
 }
 
-size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape) {
-  return carve(nullptr, tokens, shape.top_k, shape.local_experts, shape.hidden, shape.intermediate, shape.quantized)
+size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape, bool fuse_silu) {
+  return carve(nullptr, tokens, shape.top_k, shape.local_experts, shape.hidden, shape.intermediate, shape.quantized,
+               fuse_silu)
       .bytes;
 }
 
@@ -512,7 +514,7 @@ void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertSta
   const int variant = k.gemm_variant;
   // The Hopper GEMM converts quantized B tiles itself: no dequantized copy of the experts.
   const bool in_gemm = quantized && moe_reads_quantized(stack, k);
-  const Layout l = carve(scratch.data, M, K, E, H, I, quantized && !in_gemm);
+  const Layout l = carve(scratch.data, M, K, E, H, I, quantized && !in_gemm, k.fuse_silu);
   E3_REQUIRE(l.bytes <= scratch.bytes(), ErrorKind::Internal, "moe scratch of {} bytes, {} needed", scratch.bytes(),
              l.bytes);
   auto mark = [&](const char* phase) {

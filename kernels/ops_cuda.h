@@ -63,7 +63,8 @@ int resolve_gemm_variant(int requested, bool hopper_available);  // moe_cuda.cu
 void moe_experts(Tensor x, Tensor topk_ids, Tensor topk_weights, const ExpertStack& experts, Tensor out,
                  Tensor shared, Tensor scratch, const MoeKernelChoice& kernels, cudaStream_t s,
                  const MoePhaseHook& hook = {});  // moe_cuda.cu
-size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape);         // moe_cuda.cu
+// fuse_silu as MoeKernelChoice's: the unfused silu needs room for the gate/up GEMM's whole output.
+size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& shape, bool fuse_silu);  // moe_cuda.cu
 // Whether moe_experts reads these kept-quantized experts directly in its GEMMs (Hopper), so
 // that its scratch needs no dequantized copy of them.
 bool moe_reads_quantized(const ExpertStack& experts, const MoeKernelChoice& kernels);  // moe_cuda.cu

@@ -44,10 +44,11 @@ class PlanningBackend final : public Backend {
   void silu_mul(Tensor, Tensor, Tensor) override { refuse(); }
   void moe_route(Tensor, const Tensor*, const RouterParams&, Tensor, Tensor) override { refuse(); }
   void moe_experts(Tensor, Tensor, Tensor, const ExpertStack&, Tensor, Tensor, Tensor) override { refuse(); }
-  // Sized as the backend it stands for sizes it: bf16 is the GPU's carve, fp32 the CPU's.
+  // Sized as the backend it stands for sizes it: bf16 is the GPU's carve with its default kernels
+  // (the silu fused; E3_MOE_UNFUSED=1 takes [R, 2I] bf16 more), fp32 the CPU's.
   size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& s) const override {
     if (dtype_ != DType::BF16) return cpu::moe_scratch_bytes(tokens, s);
-    return moe_scratch_layout(tokens, s.top_k, s.local_experts, s.hidden, s.intermediate, s.quantized).bytes;
+    return moe_scratch_layout(tokens, s.top_k, s.local_experts, s.hidden, s.intermediate, s.quantized, false).bytes;
   }
   void mla_expand_kv(Tensor, Tensor, int, int, int, Tensor, Tensor) override { refuse(); }
 

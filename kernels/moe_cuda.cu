@@ -138,7 +138,8 @@ Layout carve(void* base, int64_t tokens, int top_k, int experts, int64_t H, int6
   const MoeScratchLayout m = moe_scratch_layout(tokens, top_k, experts, H, I, quantized, !fuse_silu);
   char* b = static_cast<char*>(base);
   Layout l{};
-  l.gate_up = reinterpret_cast<bf16*>(b + m.gate_up);
+  // With the silu fused nothing holds gate|up; null rather than a pointer that aliases act.
+  l.gate_up = fuse_silu ? nullptr : reinterpret_cast<bf16*>(b + m.gate_up);
   l.act = reinterpret_cast<bf16*>(b + m.act);
   l.y = reinterpret_cast<bf16*>(b + m.y);
   l.perm_token = reinterpret_cast<int32_t*>(b + m.perm_token);

@@ -24,10 +24,7 @@ m+=',sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active'
 wants ncu && for seq in 512 2048; do
   for sides in 0 1; do
     name=kimi_seq${seq}_sides$sides
-    E3_L2_SIDES=$sides timeout 240 ncu --clock-control none --kernel-name regex:grouped_gemm_ws --launch-skip 2 \
-      --launch-count 1 --metrics "$m" "$C/new" bench --config "$C/configs/kimi_k2_3layer.json" --batch 8 --seq $seq \
-      --iters 1 --warmup 1 > "$OUT/logs/ncu_$name.log" 2>&1
-    say "ncu $name rc $?:"
+    NCU_SEQ=$seq E3_L2_SIDES=$sides run_ncu "$name" "$C/configs/kimi_k2_3layer.json" 2 --metrics "$m"
     grep -E "(gpu__time|dram__bytes|hit_rate|ltcfabric|hmma)" "$OUT/logs/ncu_$name.log" | tee -a "$LOG"
   done
 done

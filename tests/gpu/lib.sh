@@ -43,10 +43,11 @@ golden_cases() {
   grep ^FAIL "$OUT/logs/golden.log" | tee -a "$LOG"
 }
 # run_ncu NAME CONFIG SKIP [ncu args...]: ncu on launch SKIP of the grouped expert GEMM (even: gate/up,
-# odd: down) of one bench step, into $OUT/logs/ncu_NAME.log (--clock-control none: the clocks are left alone).
+# odd: down) of one bench step of 8 x NCU_SEQ (2048) tokens, into $OUT/logs/ncu_NAME.log (--clock-control
+# none: the clocks are left alone).
 run_ncu() {
   local name=$1 config=$2 skip=$3; shift 3
   timeout 240 ncu --clock-control none --kernel-name regex:grouped_gemm_ws --launch-skip "$skip" --launch-count 1 "$@" \
-    "${E3_BENCH_BIN:-$C/new}" bench --config "$config" --batch 8 --seq 2048 --iters 1 --warmup 1 > "$OUT/logs/ncu_$name.log" 2>&1
+    "${E3_BENCH_BIN:-$C/new}" bench --config "$config" --batch 8 --seq "${NCU_SEQ:-2048}" --iters 1 --warmup 1 > "$OUT/logs/ncu_$name.log" 2>&1
   say "ncu $name rc $?:"
 }

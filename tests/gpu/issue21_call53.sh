@@ -7,6 +7,8 @@
 # the MoE scratch lost its gate|up buffer where the silu is fused (79c2e2d). Main's build as $C/new; CALL=NN
 # names the log.
 #   unit    the GPU's unit tests (tests/gpu/lib.sh)
+#   bench   main's deepseek_v2_lite_shape, kimi_k2_3layer and kimi's INT4 / FP8 experts, ROUNDS (2) rounds,
+#           then kimi_k2_3layer under E3_PROFILE=1 (where its step goes on this machine)
 #   ncu     the reads, as above
 #   golden  the golden cases
 # Carry build-gpu/pack (tar of build-gpu/carry: new, e3_unit_tests, golden_check, lib, configs).
@@ -15,10 +17,19 @@ C=$PWD/build-gpu/carry
 export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
 LOG=$OUT/issue21_call${CALL:-53}.log
-STAGES=${*:-unit ncu golden}
+STAGES=${*:-unit bench ncu golden}
 . "$(dirname "$0")/lib.sh"
 start_call
 wants unit && unit_tests
+if wants bench; then
+  python3 "$(dirname "$0")/kimi_quant_configs.py" "$C/configs" /tmp
+  for round in $(seq 1 "${ROUNDS:-2}"); do
+    for c in deepseek_v2_lite_shape kimi_k2_3layer; do bench "${c}_r$round" "$C/configs/$c.json"; done
+    for q in int4 fp8; do bench "kimi_${q}_r$round" /tmp/kimi_k2_3layer_$q.json -- --expert-dequant gemm; done
+  done
+  bench kimi_profile "$C/configs/kimi_k2_3layer.json" E3_PROFILE=1
+  grep -vE '^\{' "$OUT/logs/bench_kimi_profile.log" | tail -60 >> "$LOG"
+fi
 m='gpu__time_duration.sum,dram__bytes_read.sum,lts__t_sector_hit_rate.pct,lts__t_sectors_srcunit_ltcfabric.sum'
 m+=',sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active'
 wants ncu && for seq in 512 2048; do

@@ -1,8 +1,10 @@
 #!/bin/bash
 # Eighteenth session (2026-12-07): E3_GEMM_LOCKSTEP a third time. Call 56 ran it (same bits) 28% slower at every
 # window: warp 0 of each loader waited every k-tile for its load of the siblings' progress. Now that load is
-# looked at one k-tile later. Lean: the two GEMM bit tests, then kimi_k2_3layer and deepseek_v2_lite_shape, main's
-# build ($C/base) against the new one, no ncu (call 56's was cut by its 60 s limit and left the GPU's memory held).
+# looked at one k-tile later, and lockstep is a template flag (bf16 experts, 64-column k-tiles), so that with it
+# off the loader is main's. Build docs/pending/issue21-bk32-lockstep.mbox as `new`. Lean: the two GEMM bit tests,
+# then kimi_k2_3layer and deepseek_v2_lite_shape, main's build ($C/base) against the new one; no ncu (call 56's was
+# cut by its 60 s limit and left the GPU's memory held: give ncu 240 s, as tests/gpu/lib.sh's run_ncu does).
 set -uo pipefail
 STAGES=${*:-unit cmp}
 C=$PWD/build-gpu/carry

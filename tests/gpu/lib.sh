@@ -11,14 +11,16 @@ start_call() {
   ln -sfn "$C/lib" build/lib-gpu
 }
 fields() { grep -oE '"(tokens_per_s|mfu|matmul_ceiling_tflops|matmul_ceiling_after_tflops)":[0-9.]+' "$1" | tr '\n' ' '; }
-bench() {  # NAME CONFIG [env...] -- [args...]
+bench() {  # NAME CONFIG [env...] -- [args...] (killed after BENCH_LIMIT seconds, 240: a call expecting
+  # a hang can keep it short)
   local name=$1 config=$2; shift 2
   local envs=()
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
   [ "${1:-}" = "--" ] && shift
-  env "${envs[@]}" timeout 240 "${E3_BENCH_BIN:-$C/new}" bench --config "$config" --batch 8 --seq 2048 --iters 5 --warmup 2 "$@" \
+  env "${envs[@]}" timeout "${BENCH_LIMIT:-240}" "${E3_BENCH_BIN:-$C/new}" bench --config "$config" --batch 8 --seq 2048 --iters 5 --warmup 2 "$@" \
     > "$OUT/logs/bench_$name.log" 2>&1
-  say "$(date -u +%T) $name rc $?: $(fields "$OUT/logs/bench_$name.log")"
+  local rc=$?  # before the line's $(date) replaces $?
+  say "$(date -u +%T) $name rc $rc: $(fields "$OUT/logs/bench_$name.log")"
 }
 # The GPU's unit tests (the CUDA kernels' bit checks among them) into $OUT/logs/unit.log.
 unit_tests() {

@@ -17,14 +17,14 @@ bench() {  # NAME CONFIG [env...] -- [args...] (killed after BENCH_LIMIT seconds
   local envs=()
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
   [ "${1:-}" = "--" ] && shift
-  env "${envs[@]}" timeout "${BENCH_LIMIT:-240}" "${E3_BENCH_BIN:-$C/new}" bench --config "$config" --batch 8 --seq 2048 --iters 5 --warmup 2 "$@" \
+  env "${envs[@]}" timeout -k 10 "${BENCH_LIMIT:-240}" "${E3_BENCH_BIN:-$C/new}" bench --config "$config" --batch 8 --seq 2048 --iters 5 --warmup 2 "$@" \
     > "$OUT/logs/bench_$name.log" 2>&1
   local rc=$?  # before the line's $(date) replaces $?
   say "$(date -u +%T) $name rc $rc: $(fields "$OUT/logs/bench_$name.log")"
 }
 # The GPU's unit tests (the CUDA kernels' bit checks among them) into $OUT/logs/unit.log.
 unit_tests() {
-  timeout 400 "$C/e3_unit_tests" --gtest_filter='Cuda*:StorageCodec*:CublasLt*:MoeScratch*' > "$OUT/logs/unit.log" 2>&1
+  timeout -k 10 400 "$C/e3_unit_tests" --gtest_filter='Cuda*:StorageCodec*:CublasLt*:MoeScratch*' > "$OUT/logs/unit.log" 2>&1
   say "unit rc $?: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/logs/unit.log" | tr '\n' ' ')"
   grep -E "^\[  FAILED|Failure|differs" "$OUT/logs/unit.log" | head -30 | tee -a "$LOG"
 }
@@ -44,12 +44,12 @@ golden_cases() {
   say "golden: $(grep -c ^PASS "$OUT/logs/golden.log") passed, $(grep -c ^FAIL "$OUT/logs/golden.log") failed"
   grep ^FAIL "$OUT/logs/golden.log" | tee -a "$LOG"
 }
-# run_ncu NAME CONFIG SKIP [ncu args...]: ncu on launch SKIP of the grouped expert GEMM (even: gate/up,
-# odd: down) of one bench step of 8 x NCU_SEQ (2048) tokens, into $OUT/logs/ncu_NAME.log (--clock-control
+# run_ncu NAME CONFIG SKIP [ncu args...]: ncu on launch SKIP of the grouped expert GEMM (NCU_KERNEL, a
+# regex of kernel names: grouped_gemm_ws unless set; even: gate/up, odd: down) of one bench step of 8 x NCU_SEQ (2048) tokens, into $OUT/logs/ncu_NAME.log (--clock-control
 # none: the clocks are left alone).
 run_ncu() {
   local name=$1 config=$2 skip=$3; shift 3
-  timeout 240 ncu --clock-control none --kernel-name regex:grouped_gemm_ws --launch-skip "$skip" --launch-count 1 "$@" \
+  timeout -k 10 240 ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-grouped_gemm_ws}" --launch-skip "$skip" --launch-count 1 "$@" \
     "${E3_BENCH_BIN:-$C/new}" bench --config "$config" --batch 8 --seq "${NCU_SEQ:-2048}" --iters 1 --warmup 1 > "$OUT/logs/ncu_$name.log" 2>&1
   say "ncu $name rc $?:"
 }

@@ -1,0 +1,23 @@
+#!/bin/bash
+# Nineteenth session (2026-12-07): where deepseek_v2_lite_shape's expert GEMMs (variant 9, bf16 experts) spend
+# their warps' time. ncu's per-instruction stall samples (SASS) and its speed-of-light, memory and scheduler
+# sections for one gate/up launch (skip 2) and one down launch (skip 3) of one bench step (8 x 2048 tokens).
+# Carry build-gpu/pack (new, lib, configs). CALL=NN names the log.
+set -uo pipefail
+C=$PWD/build-gpu/carry
+export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
+LOG=$OUT/issue21_call${CALL:-60}.log
+. "$(dirname "$0")/lib.sh"
+start_call
+d=$C/configs/deepseek_v2_lite_shape.json
+for launch in 2 3; do
+  name=deepseek_launch$launch
+  run_ncu "${name}_sol" "$d" "$launch" --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section SchedulerStats --section WarpStateStats --section ComputeWorkloadAnalysis
+  grep -E "Duration|Throughput|Pipe|Issued|Eligible|Active Warps|Stall|L2 Hit|DRAM" "$OUT/logs/ncu_${name}_sol.log" | head -40 | tee -a "$LOG"
+  run_ncu "${name}_sass" "$d" "$launch" --section SourceCounters --section WarpStateStats --page source --csv --print-source sass
+  say "sass $(wc -l < "$OUT/logs/ncu_${name}_sass.log") lines"
+done
+say "== done $(date -u)"
+tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"

@@ -2,6 +2,9 @@
 # Nineteenth session (2026-12-07): where deepseek_v2_lite_shape's expert GEMMs (variant 9, bf16 experts) spend
 # their warps' time. ncu's per-instruction stall samples (SASS) and its speed-of-light, memory and scheduler
 # sections for one gate/up launch (skip 2) and one down launch (skip 3) of one bench step (8 x 2048 tokens).
+# Then the clocks and the board's power while long benches run (nvidia-smi dmon, one line a second): whether the
+# GPU lowers its clock under the MoE shapes (the matmul ceiling timed after main's runs reads 660-720 TFLOP/s against
+# 785 before, call 59) and under the dense one.
 # Carry build-gpu/pack (new, lib, configs). CALL=NN names the log.
 set -uo pipefail
 C=$PWD/build-gpu/carry
@@ -18,6 +21,17 @@ for launch in 2 3; do
   grep -E "Duration|Throughput|Pipe|Issued|Eligible|Active Warps|Stall|L2 Hit|DRAM" "$OUT/logs/ncu_${name}_sol.log" | head -40 | tee -a "$LOG"
   run_ncu "${name}_sass" "$d" "$launch" --section SourceCounters --section WarpStateStats --page source --csv --print-source sass
   say "sass $(wc -l < "$OUT/logs/ncu_${name}_sass.log") lines"
+done
+for c in kimi_k2_3layer deepseek_v2_lite_shape llama3_8b; do
+  nvidia-smi dmon -s pc -d 1 > "$OUT/logs/dmon_$c.log" 2>&1 &
+  dmon=$!
+  timeout -k 10 240 "$C/new" bench --config "$C/configs/$c.json" --batch 8 --seq 2048 --iters "${LONG_ITERS:-60}" --warmup 2 \
+    > "$OUT/logs/bench_${c}_long.log" 2>&1
+  say "$(date -u +%T) ${c}_long rc $?: $(fields "$OUT/logs/bench_${c}_long.log")"
+  kill "$dmon"; wait "$dmon" 2>/dev/null
+  # dmon's columns: gpu, pwr (W), gtemp, mtemp (C), mclk, pclk (MHz); the 8 seconds of highest power
+  say "$c dmon $(grep -E '^# *gpu' "$OUT/logs/dmon_$c.log" | head -1 | tr -s ' ')"
+  say "$c dmon $(grep -vE '^#' "$OUT/logs/dmon_$c.log" | sort -k2 -g -r | head -8 | tr -s ' ' | tr '\n' '|')"
 done
 say "== done $(date -u)"
 tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"

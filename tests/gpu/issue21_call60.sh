@@ -22,16 +22,6 @@ for launch in 2 3; do
   run_ncu "${name}_sass" "$d" "$launch" --section SourceCounters --section WarpStateStats --page source --csv --print-source sass
   say "sass $(wc -l < "$OUT/logs/ncu_${name}_sass.log") lines"
 done
-for c in kimi_k2_3layer deepseek_v2_lite_shape llama3_8b; do
-  nvidia-smi dmon -s pc -d 1 > "$OUT/logs/dmon_$c.log" 2>&1 &
-  dmon=$!
-  timeout -k 10 240 "$C/new" bench --config "$C/configs/$c.json" --batch 8 --seq 2048 --iters "${LONG_ITERS:-60}" --warmup 2 \
-    > "$OUT/logs/bench_${c}_long.log" 2>&1
-  say "$(date -u +%T) ${c}_long rc $?: $(fields "$OUT/logs/bench_${c}_long.log")"
-  kill "$dmon"; wait "$dmon" 2>/dev/null
-  # dmon's columns: gpu, pwr (W), gtemp, mtemp (C), mclk, pclk (MHz); the 8 seconds of highest power
-  say "$c dmon $(grep -E '^# *gpu' "$OUT/logs/dmon_$c.log" | head -1 | tr -s ' ')"
-  say "$c dmon $(grep -vE '^#' "$OUT/logs/dmon_$c.log" | sort -k2 -g -r | head -8 | tr -s ' ' | tr '\n' '|')"
-done
+for c in kimi_k2_3layer deepseek_v2_lite_shape llama3_8b; do power_bench "${c}_long" "$C/configs/$c.json"; done
 say "== done $(date -u)"
 tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"

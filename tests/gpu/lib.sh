@@ -11,13 +11,13 @@ start_call() {
   ln -sfn "$C/lib" build/lib-gpu
 }
 fields() { grep -oE '"(tokens_per_s|mfu|matmul_ceiling_tflops|matmul_ceiling_after_tflops)":[0-9.]+' "$1" | tr '\n' ' '; }
-bench() {  # NAME CONFIG [env...] -- [args...] (killed after BENCH_LIMIT seconds, 240: a call expecting
-  # a hang can keep it short)
+bench() {  # NAME CONFIG [env...] -- [args...]: BENCH_ITERS (5) timed steps, killed after BENCH_LIMIT
+  # seconds (240: a call expecting a hang can keep it short)
   local name=$1 config=$2; shift 2
   local envs=()
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
   [ "${1:-}" = "--" ] && shift
-  env "${envs[@]}" timeout -k 10 "${BENCH_LIMIT:-240}" "${E3_BENCH_BIN:-$C/new}" bench --config "$config" --batch 8 --seq 2048 --iters 5 --warmup 2 "$@" \
+  env "${envs[@]}" timeout -k 10 "${BENCH_LIMIT:-240}" "${E3_BENCH_BIN:-$C/new}" bench --config "$config" --batch 8 --seq 2048 --iters "${BENCH_ITERS:-5}" --warmup 2 "$@" \
     > "$OUT/logs/bench_$name.log" 2>&1
   local rc=$?  # before the line's $(date) replaces $?
   say "$(date -u +%T) $name rc $rc: $(fields "$OUT/logs/bench_$name.log")"
@@ -38,18 +38,29 @@ golden_cases() {
     jobs+=("$c 1 dense"); done
   for c in s_dsv3_group s_dsv3_noqlora_yarn s_dsv2_greedy s_dsv2_grouped s_qwen3_moe_a s_qwen3_moe_b s_kimi_thinking_int4 s_glm45_noqk_r25 s_glm45_air_r75; do
     jobs+=("$c 1 moe"); done
-  printf '%s\n' "${jobs[@]}" | timeout 300 xargs -P 4 -L 1 bash -c \
+  printf '%s\n' "${jobs[@]}" | timeout -k 10 300 xargs -P 4 -L 1 bash -c \
     'if bash tests/e2e/golden_cuda.sh "$0" "$1" "$2" > /tmp/golden_$0_$1.log 2>&1; then echo "PASS $0 tp$1 $2: $(grep -h "^ok" /tmp/golden_$0_$1.log | tr "\n" " ")"; else echo "FAIL $0 tp$1 $2: $(grep -h "FAIL\|critical\|rror" /tmp/golden_$0_$1.log | head -3 | tr "\n" " ")"; fi' \
     | sort > "$OUT/logs/golden.log"
   say "golden: $(grep -c ^PASS "$OUT/logs/golden.log") passed, $(grep -c ^FAIL "$OUT/logs/golden.log") failed"
   grep ^FAIL "$OUT/logs/golden.log" | tee -a "$LOG"
 }
 # run_ncu NAME CONFIG SKIP [ncu args...]: ncu on launch SKIP of the grouped expert GEMM (NCU_KERNEL, a
-# regex of kernel names: grouped_gemm_ws unless set; even: gate/up, odd: down) of one bench step of 8 x NCU_SEQ (2048) tokens, into $OUT/logs/ncu_NAME.log (--clock-control
-# none: the clocks are left alone).
+# regex of kernel names, grouped_gemm_ws unless set; even: gate/up, odd: down) of one bench step of
+# 8 x NCU_SEQ (2048) tokens, into $OUT/logs/ncu_NAME.log (--clock-control none: the clocks are left alone).
 run_ncu() {
   local name=$1 config=$2 skip=$3; shift 3
   timeout -k 10 240 ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-grouped_gemm_ws}" --launch-skip "$skip" --launch-count 1 "$@" \
     "${E3_BENCH_BIN:-$C/new}" bench --config "$config" --batch 8 --seq "${NCU_SEQ:-2048}" --iters 1 --warmup 1 > "$OUT/logs/ncu_$name.log" 2>&1
   say "ncu $name rc $?:"
+}
+# power_bench NAME CONFIG [env...]: bench of BENCH_ITERS (60) steps with nvidia-smi dmon (power, clocks, one
+# line a second) beside it, into $OUT/logs/dmon_NAME.log; logs dmon's header and its 8 seconds of highest power.
+power_bench() {
+  local name=$1
+  nvidia-smi dmon -s pc -d 1 > "$OUT/logs/dmon_$name.log" 2>&1 &
+  local dmon=$!
+  BENCH_ITERS=${BENCH_ITERS:-60} bench "$@"
+  kill "$dmon"; wait "$dmon" 2>/dev/null
+  say "$name dmon $(grep -E '^# *gpu' "$OUT/logs/dmon_$name.log" | head -1 | tr -s ' ')"
+  say "$name dmon $(grep -vE '^#' "$OUT/logs/dmon_$name.log" | sort -k2 -g -r | head -8 | tr -s ' ' | tr '\n' '|')"
 }

@@ -367,6 +367,7 @@ Request parse_command_line(int argc, char** argv) {
   // The one look at the environment: every command reads the snapshot, never getenv.
   req.run.env = Environment::of_process();
   req.bench.env = req.run.env;
+  req.info.env = req.run.env;
   CLI::App app{
       "eagle3_extract: runs a language model, tensor-parallel over MPI ranks, over a tokenized JSONL dataset and "
       "writes the hidden states of chosen layers per sample to HDF5 (EAGLE-3 draft-model training data).\n"

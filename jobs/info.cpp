@@ -88,7 +88,7 @@ std::string model_info(const InfoOptions& o) {
     return out;
   }
   model::ModelOptions mo{0, o.tp, o.max_tokens_per_step, o.max_seq_len};
-  const model::MemoryPlan gpu = model::plan_memory(c, DType::BF16, mo);
+  const model::MemoryPlan gpu = model::plan_memory(c, DType::BF16, mo, kernels::cuda_options_from(o.env));
   const model::MemoryPlan cpu = model::plan_memory(c, DType::F32, mo);
   line(fmt::format("memory per rank  at --tp {}, --max-tokens-per-step {}, --max-seq-len {}:", o.tp,
                    o.max_tokens_per_step, o.max_seq_len));

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <string>
 
+#include "core/environment.h"
+
 namespace e3::jobs {
 
 struct InfoOptions {
@@ -14,6 +16,7 @@ struct InfoOptions {
   int64_t max_tokens_per_step = 16384;
   int64_t max_seq_len = 8192;
   double gpu_memory_gib = 0;  // when set, say whether a rank fits
+  Environment env;            // the CUDA backend's options that change its memory (E3_MOE_UNFUSED)
 };
 
 // Returns the report as text (the app prints it).

@@ -202,8 +202,9 @@ class Backend {
 
 // Threads: 0 means "choose from the cores available to this process".
 std::unique_ptr<Backend> make_cpu_backend(int threads);
-// A backend that only counts what would be allocated (for `info`); its ops must not run.
-std::unique_ptr<Backend> make_planning_backend(DType compute_dtype);
+// A backend that only counts what would be allocated (for `info`); its ops must not run. For bf16 it
+// stands for the CUDA backend with these options (E3_MOE_UNFUSED=1 carves more MoE scratch).
+std::unique_ptr<Backend> make_planning_backend(DType compute_dtype, const CudaOptions& options = {});
 // GPUs visible to this process; 0 when the build has no CUDA backend.
 int cuda_device_count();
 // Throws a usage error when the build has no CUDA backend.

@@ -11,7 +11,7 @@ namespace {
 // Lets the model-building code run unchanged to size memory for a config, without weights.
 class PlanningBackend final : public Backend {
  public:
-  explicit PlanningBackend(DType dtype) : dtype_(dtype) {}
+  PlanningBackend(DType dtype, bool separate_silu) : dtype_(dtype), separate_silu_(separate_silu) {}
   std::string name() const override { return "plan"; }
   std::string device_description() const override { return "memory planning only"; }
   DType compute_dtype() const override { return dtype_; }
@@ -44,23 +44,25 @@ class PlanningBackend final : public Backend {
   void silu_mul(Tensor, Tensor, Tensor) override { refuse(); }
   void moe_route(Tensor, const Tensor*, const RouterParams&, Tensor, Tensor) override { refuse(); }
   void moe_experts(Tensor, Tensor, Tensor, const ExpertStack&, Tensor, Tensor, Tensor) override { refuse(); }
-  // Sized as the backend it stands for sizes it: bf16 is the GPU's carve with its default kernels
-  // (the silu fused; E3_MOE_UNFUSED=1 takes [R, 2I] bf16 more), fp32 the CPU's.
+  // Sized as the backend it stands for sizes it: bf16 is the GPU's carve (E3_MOE_UNFUSED=1 takes
+  // [R, 2I] bf16 more for gate|up), fp32 the CPU's.
   size_t moe_scratch_bytes(int64_t tokens, const MoeScratchShape& s) const override {
     if (dtype_ != DType::BF16) return cpu::moe_scratch_bytes(tokens, s);
-    return moe_scratch_layout(tokens, s.top_k, s.local_experts, s.hidden, s.intermediate, s.quantized, false).bytes;
+    return moe_scratch_layout(tokens, s.top_k, s.local_experts, s.hidden, s.intermediate, s.quantized,
+                              separate_silu_).bytes;
   }
   void mla_expand_kv(Tensor, Tensor, int, int, int, Tensor, Tensor) override { refuse(); }
 
  private:
   [[noreturn]] static void refuse() { E3_THROW(ErrorKind::Internal, "the planning backend cannot compute"); }
   DType dtype_;
+  bool separate_silu_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_planning_backend(DType compute_dtype) {
-  return std::make_unique<PlanningBackend>(compute_dtype);
+std::unique_ptr<Backend> make_planning_backend(DType compute_dtype, const CudaOptions& options) {
+  return std::make_unique<PlanningBackend>(compute_dtype, options.moe_unfused);
 }
 
 }  // namespace e3::kernels

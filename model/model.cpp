@@ -172,8 +172,9 @@ std::unique_ptr<Model> make_random_model(const ModelConfig& config, kernels::Bac
   return std::make_unique<DecoderModel>(config, nullptr, backend, &comm, options, seed);
 }
 
-MemoryPlan plan_memory(const ModelConfig& config, DType compute_dtype, const ModelOptions& options) {
-  auto planner = kernels::make_planning_backend(compute_dtype);
+MemoryPlan plan_memory(const ModelConfig& config, DType compute_dtype, const ModelOptions& options,
+                       const kernels::CudaOptions& cuda) {
+  auto planner = kernels::make_planning_backend(compute_dtype, cuda);
   DecoderModel model(config, nullptr, *planner, nullptr, options);
   return {model.weight_bytes(), model.workspace_bytes()};
 }

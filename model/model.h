@@ -58,7 +58,9 @@ struct MemoryPlan {
   size_t weight_bytes = 0;
   size_t workspace_bytes = 0;
 };
-// The memory one rank would use, computed from the config alone (no weights are read).
-MemoryPlan plan_memory(const ModelConfig& config, DType compute_dtype, const ModelOptions& options);
+// The memory one rank would use, computed from the config alone (no weights are read); bf16 as the
+// CUDA backend with these options would carve it.
+MemoryPlan plan_memory(const ModelConfig& config, DType compute_dtype, const ModelOptions& options,
+                       const kernels::CudaOptions& cuda = {});
 
 }  // namespace e3::model

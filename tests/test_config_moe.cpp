@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <regex>
 #include <string>
 #include <vector>
@@ -406,6 +407,26 @@ TEST(InfoKimi, K2AtTp8ReportsExpertsLayersAndMemory) {
   const double weights = std::stod(m[1].str());
   EXPECT_GT(weights, 240.0) << text;
   EXPECT_LT(weights, 246.0) << text;
+}
+
+// E3_MOE_UNFUSED=1 writes gate|up for a silu kernel of its own, which `info` must count: at TP 8 each
+// rank holds 48 whole experts, so [16384 tokens x top 8, 2 x 2048] bf16 = 1 GiB more.
+TEST(InfoKimi, TheUnfusedSiluCountsItsGateUpScratch) {
+  auto workspace = [](const e3::Environment& env) {
+    e3::jobs::InfoOptions o;
+    o.model_dir = kimi_k2_dir();
+    o.tp = 8;
+    o.env = env;
+    const std::string text = e3::jobs::model_info(o);
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(text, m, std::regex(R"(cuda \(bf16\)\s+weights [0-9.]+ GiB, workspace ([0-9.]+) GiB)")))
+        << text;
+    return m.empty() ? 0.0 : std::stod(m[1].str());
+  };
+  using Vars = std::map<std::string, std::string>;
+  const double fused = workspace(e3::Environment{}), unfused = workspace(e3::Environment(Vars{{"E3_MOE_UNFUSED", "1"}}));
+  EXPECT_NEAR(unfused - fused, 1.0, 0.0011) << "fused " << fused << " GiB, unfused " << unfused << " GiB";
+  EXPECT_THROW(workspace(e3::Environment(Vars{{"E3_MOE_UNFUSED", "yes"}})), e3::Error);
 }
 
 TEST(InfoKimi, K25WithInt4ExpertsAtTp8FitsAnH200) {

@@ -29,12 +29,17 @@ const std::vector<Shape> kShapes{
     {7, {6, 2, 2048, 1408, true}},        // top_k above the local experts
 };
 
-TEST(MoeScratch, InfosEstimateIsTheGpusLayoutWithTheSiluFused) {
-  const auto planner = e3::kernels::make_planning_backend(e3::DType::BF16);
-  for (const Shape& c : kShapes) {
-    const MoeScratchLayout l = e3::kernels::moe_scratch_layout(c.tokens, c.s.top_k, c.s.local_experts, c.s.hidden,
-                                                               c.s.intermediate, c.s.quantized, false);
-    EXPECT_EQ(planner->moe_scratch_bytes(c.tokens, c.s), l.bytes) << "tokens " << c.tokens << " H " << c.s.hidden;
+TEST(MoeScratch, InfosEstimateIsTheGpusLayoutWithTheSameSiluChoice) {
+  for (bool unfused : {false, true}) {
+    e3::kernels::CudaOptions options;
+    options.moe_unfused = unfused;
+    const auto planner = e3::kernels::make_planning_backend(e3::DType::BF16, options);
+    for (const Shape& c : kShapes) {
+      const MoeScratchLayout l = e3::kernels::moe_scratch_layout(c.tokens, c.s.top_k, c.s.local_experts, c.s.hidden,
+                                                                 c.s.intermediate, c.s.quantized, unfused);
+      EXPECT_EQ(planner->moe_scratch_bytes(c.tokens, c.s), l.bytes)
+          << "tokens " << c.tokens << " H " << c.s.hidden << " unfused " << unfused;
+    }
   }
 }
 

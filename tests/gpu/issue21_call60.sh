@@ -22,6 +22,6 @@ for launch in 2 3; do
   run_ncu "${name}_sass" "$d" "$launch" --section SourceCounters --section WarpStateStats --page source --csv --print-source sass
   say "sass $(wc -l < "$OUT/logs/ncu_${name}_sass.log") lines"
 done
-for c in kimi_k2_3layer deepseek_v2_lite_shape llama3_8b; do power_bench "${c}_long" "$C/configs/$c.json"; done
+[ -n "${NO_POWER:-}" ] || for c in kimi_k2_3layer deepseek_v2_lite_shape llama3_8b; do power_bench "${c}_long" "$C/configs/$c.json"; done
 say "== done $(date -u)"
 tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"

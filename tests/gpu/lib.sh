@@ -6,7 +6,7 @@ say() { echo "$*" | tee -a "$LOG"; }
 wants() { [[ " $STAGES " == *" $1 "* ]]; }
 # The machine's line in the log, and the carried libraries where tests/e2e expects a build's.
 start_call() {
-  say "== $(date -u) $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader)"
+  say "== $(date -u) $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,enforced.power.limit --format=csv,noheader)"
   mkdir -p build/bin
   ln -sfn "$C/lib" build/lib-gpu
 }

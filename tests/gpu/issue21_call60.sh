@@ -14,14 +14,7 @@ LOG=$OUT/issue21_call${CALL:-60}.log
 . "$(dirname "$0")/lib.sh"
 start_call
 d=$C/configs/deepseek_v2_lite_shape.json
-for launch in 2 3; do
-  name=deepseek_launch$launch
-  run_ncu "${name}_sol" "$d" "$launch" --section SpeedOfLight --section MemoryWorkloadAnalysis \
-    --section SchedulerStats --section WarpStateStats --section ComputeWorkloadAnalysis
-  grep -E "Duration|Throughput|Pipe|Issued|Eligible|Active Warps|Stall|L2 Hit|DRAM" "$OUT/logs/ncu_${name}_sol.log" | head -40 | tee -a "$LOG"
-  run_ncu "${name}_sass" "$d" "$launch" --section SourceCounters --section WarpStateStats --page source --csv --print-source sass
-  say "sass $(wc -l < "$OUT/logs/ncu_${name}_sass.log") lines"
-done
+for launch in 2 3; do ncu_stalls "deepseek_launch$launch" "$d" "$launch"; done
 [ -n "${NO_POWER:-}" ] || for c in kimi_k2_3layer deepseek_v2_lite_shape llama3_8b; do power_bench "${c}_long" "$C/configs/$c.json"; done
 say "== done $(date -u)"
 tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"

@@ -53,6 +53,17 @@ run_ncu() {
     "${E3_BENCH_BIN:-$C/new}" bench --config "$config" --batch 8 --seq "${NCU_SEQ:-2048}" --iters 1 --warmup 1 > "$OUT/logs/ncu_$name.log" 2>&1
   say "ncu $name rc $?:"
 }
+# ncu_stalls NAME CONFIG SKIP: run_ncu twice on one launch: ncu's speed-of-light, memory, scheduler and
+# warp-state sections (their headline lines into the log), then per-instruction stall samples (SASS, csv) into
+# $OUT/logs/ncu_NAME_sass.log.
+ncu_stalls() {
+  local name=$1 config=$2 skip=$3
+  run_ncu "${name}_sol" "$config" "$skip" --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section SchedulerStats --section WarpStateStats --section ComputeWorkloadAnalysis
+  grep -E "Duration|Throughput|Pipe|Issued|Eligible|Active Warps|Stall|L2 Hit|DRAM" "$OUT/logs/ncu_${name}_sol.log" | head -40 | tee -a "$LOG"
+  run_ncu "${name}_sass" "$config" "$skip" --section SourceCounters --section WarpStateStats --page source --csv --print-source sass
+  say "sass $(wc -l < "$OUT/logs/ncu_${name}_sass.log") lines"
+}
 # power_bench NAME CONFIG [env...]: bench of BENCH_ITERS (60) steps with nvidia-smi dmon (power, clocks, one
 # line a second) beside it, into $OUT/logs/dmon_NAME.log; logs dmon's header and its 8 seconds of highest power.
 power_bench() {

@@ -1,0 +1,51 @@
+#!/bin/bash
+# Written in the twenty-first session (2026-12-08), not yet run: no GPU machine could be started after call 62.
+# `new` is main with the two commits of docs/pending/issue21-frag-ring3-store16.mbox (`git am` them), `base` main's
+# build. First: the quantized experts' register-operand kernel (variant 9) for INT4 with its wgmmas in groups of one
+# 64-row block and half k-step, from a ring of three fragment sets (FP8 keeps main's two). Call 62 had INT4 / FP8
+# experts at 0.86 / 0.84 of bf16 over 5 steps and 0.90 / 0.86 over 60, the INT4 run at a higher SM clock than
+# bf16 (1530-1815 against 1425-1470 MHz) and still slower: not power, the kernel. With two sets, only group h of a
+# warpgroup ran while group h + 1's fragments were built; with three, groups h - 1 and h run during that build.
+# Second: the bf16 experts' epilogue (store_tile, unfused: the down GEMM) stores 16 bytes a thread after a
+# quad transpose, where call 62's ncu found deepseek's down launch waiting to issue its 4-byte stores (stall_lg 13%).
+#   unit     every GPU unit test of the new build (variant 9's bit tests against the cp.async kernel among them)
+#   cmp      base and new, kimi_k2_3layer with bf16, INT4 and FP8 experts and deepseek_v2_lite_shape, ROUNDS (2) rounds
+#   golden   the golden cases with the new build
+#   ncu      kimi's INT4 gate/up launch and deepseek's down launch, base and new: time, tensor pipes, issue
+# Carry build-gpu/pack (new, base, e3_unit_tests and golden_check of new, lib, configs; packed by the recipe in
+# docs/PERFORMANCE.md's fourteenth-session section). CALL=NN names the log.
+# Run: tar -xJf build-gpu/pack/carry.tar.xz -C build-gpu && ROUNDS=2 CALL=63 OUT=$OUT bash tests/gpu/issue21_call63.sh
+set -uo pipefail
+STAGES=${*:-unit cmp golden ncu}
+C=$PWD/build-gpu/carry
+export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
+LOG=$OUT/issue21_call${CALL:-63}.log
+. "$(dirname "$0")/lib.sh"
+start_call
+wants unit && unit_tests
+k=$C/configs/kimi_k2_3layer.json d=$C/configs/deepseek_v2_lite_shape.json
+python3 "$(dirname "$0")/kimi_quant_configs.py" "$C/configs" /tmp
+if wants cmp; then
+  for round in $(seq 1 "${ROUNDS:-2}"); do
+    for b in base new; do E3_BENCH_BIN=$C/$b bench "deepseek_${b}_r$round" "$d"; done
+    for b in base new; do E3_BENCH_BIN=$C/$b bench "kimi_bf16_${b}_r$round" "$k"; done
+    for q in int4 fp8; do
+      E3_BENCH_BIN=$C/base bench "kimi_${q}_base_r$round" /tmp/kimi_k2_3layer_$q.json -- --expert-dequant gemm
+      bench "kimi_${q}_new_r$round" /tmp/kimi_k2_3layer_$q.json -- --expert-dequant gemm
+    done
+  done
+fi
+wants golden && golden_cases
+m='gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active'
+m+=',sm__cycles_elapsed.avg.per_second,smsp__issue_active.avg.pct_of_peak_sustained_active'
+if wants ncu; then
+  for b in base new; do
+    E3_BENCH_BIN=$C/$b run_ncu "kimi_int4_gateup_$b" /tmp/kimi_k2_3layer_int4.json 2 --metrics "$m"
+    grep -E "(gpu__time|hmma|per_second|issue_active)" "$OUT/logs/ncu_kimi_int4_gateup_$b.log" | tee -a "$LOG"
+    E3_BENCH_BIN=$C/$b run_ncu "deepseek_down_$b" "$d" 3 --metrics "$m"
+    grep -E "(gpu__time|hmma|per_second|issue_active)" "$OUT/logs/ncu_deepseek_down_$b.log" | tee -a "$LOG"
+  done
+fi
+say "== done $(date -u)"
+tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"

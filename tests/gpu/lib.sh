@@ -55,7 +55,7 @@ run_ncu() {
 }
 # ncu_stalls NAME CONFIG SKIP: run_ncu twice on one launch: ncu's speed-of-light, memory, scheduler and
 # warp-state sections (their headline lines into the log), then per-instruction stall samples (SASS, csv) into
-# $OUT/logs/ncu_NAME_sass.log.
+# $OUT/logs/ncu_NAME_sass.log, summed by reason with the busiest instructions into the log.
 ncu_stalls() {
   local name=$1 config=$2 skip=$3
   run_ncu "${name}_sol" "$config" "$skip" --section SpeedOfLight --section MemoryWorkloadAnalysis \
@@ -63,6 +63,7 @@ ncu_stalls() {
   grep -E "Duration|Throughput|Pipe|Issued|Eligible|Active Warps|Stall|L2 Hit|DRAM" "$OUT/logs/ncu_${name}_sol.log" | head -40 | tee -a "$LOG"
   run_ncu "${name}_sass" "$config" "$skip" --section SourceCounters --section WarpStateStats --page source --csv --print-source sass
   say "sass $(wc -l < "$OUT/logs/ncu_${name}_sass.log") lines"
+  python3 "$(dirname "${BASH_SOURCE[0]}")/ncu_stall_summary.py" "$OUT/logs/ncu_${name}_sass.log" 20 2>&1 | tee -a "$LOG"
 }
 # power_bench NAME CONFIG [env...]: bench of BENCH_ITERS (60) steps with nvidia-smi dmon (power, clocks, one
 # line a second) beside it, into $OUT/logs/dmon_NAME.log; logs dmon's header and its 8 seconds of highest power.

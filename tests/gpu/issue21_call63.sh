@@ -11,7 +11,8 @@
 #   unit     every GPU unit test of the new build (variant 9's bit tests against the cp.async kernel among them)
 #   cmp      base and new, kimi_k2_3layer with bf16, INT4 and FP8 experts and deepseek_v2_lite_shape, ROUNDS (2) rounds
 #   golden   the golden cases with the new build
-#   ncu      kimi's INT4 gate/up launch and deepseek's down launch, base and new: time, tensor pipes, issue
+#   ncu      kimi's INT4 gate/up launch, and deepseek's and kimi's bf16 down launches, base and new: time, tensor
+#            pipes, issue slots; then the new build's stall samples of deepseek's down launch (stall_lg)
 # Carry build-gpu/pack (new, base, e3_unit_tests and golden_check of new, lib, configs; packed by the recipe in
 # docs/PERFORMANCE.md's fourteenth-session section). CALL=NN names the log.
 # Run: tar -xJf build-gpu/pack/carry.tar.xz -C build-gpu && ROUNDS=2 CALL=63 OUT=$OUT bash tests/gpu/issue21_call63.sh
@@ -43,9 +44,13 @@ if wants ncu; then
   for b in base new; do
     E3_BENCH_BIN=$C/$b run_ncu "kimi_int4_gateup_$b" /tmp/kimi_k2_3layer_int4.json 2 --metrics "$m"
     grep -E "(gpu__time|hmma|per_second|issue_active)" "$OUT/logs/ncu_kimi_int4_gateup_$b.log" | tee -a "$LOG"
-    E3_BENCH_BIN=$C/$b run_ncu "deepseek_down_$b" "$d" 3 --metrics "$m"
-    grep -E "(gpu__time|hmma|per_second|issue_active)" "$OUT/logs/ncu_deepseek_down_$b.log" | tee -a "$LOG"
+    for c in deepseek kimi; do
+      cfg=$d; [ $c = kimi ] && cfg=$k
+      E3_BENCH_BIN=$C/$b run_ncu "${c}_down_$b" "$cfg" 3 --metrics "$m"
+      grep -E "(gpu__time|hmma|per_second|issue_active)" "$OUT/logs/ncu_${c}_down_$b.log" | tee -a "$LOG"
+    done
   done
+  ncu_stalls deepseek_down_new "$d" 3
 fi
 say "== done $(date -u)"
 tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"

@@ -1,6 +1,7 @@
 #!/bin/bash
-# Written in the twenty-first session (2026-12-08), not yet run: no GPU machine could be started after call 62.
-# `new` is main with the two commits of docs/pending/issue21-frag-ring3-store16.mbox (`git am` them), `base` main's
+# Written in the twenty-first session (2026-12-08), not yet run: no GPU machine could be started after call 62,
+# nor in the twenty-second (which added the third commit of the mbox and `new4`).
+# `new` is main with the three commits of docs/pending/issue21-frag-ring3-store16.mbox (`git am` them), `base` main's
 # build. First: the quantized experts' register-operand kernel (variant 9) for INT4 with its wgmmas in groups of one
 # 64-row block and half k-step, from a ring of three fragment sets (FP8 keeps main's two). Call 62 had INT4 / FP8
 # experts at 0.86 / 0.84 of bf16 over 5 steps and 0.90 / 0.86 over 60, the INT4 run at a higher SM clock than

@@ -24,13 +24,8 @@
 # docs/PERFORMANCE.md's fourteenth-session section). CALL=NN names the log.
 # Run: tar -xJf build-gpu/pack/carry.tar.xz -C build-gpu && ROUNDS=2 CALL=63 OUT=$OUT bash tests/gpu/issue21_call63.sh
 set -uo pipefail
-STAGES=${*:-unit cmp golden ncu}
-C=$PWD/build-gpu/carry
-export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
-LOG=$OUT/issue21_call${CALL:-63}.log
 . "$(dirname "$0")/lib.sh"
-start_call
+begin_call 63 "unit cmp golden ncu" "$@"
 wants unit && unit_tests
 k=$C/configs/kimi_k2_3layer.json d=$C/configs/deepseek_v2_lite_shape.json
 python3 "$(dirname "$0")/kimi_quant_configs.py" "$C/configs" /tmp

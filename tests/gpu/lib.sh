@@ -4,6 +4,20 @@
 say() { echo "$*" | tee -a "$LOG"; }
 # wants STAGE: whether STAGE is among the script's $STAGES.
 wants() { [[ " $STAGES " == *" $1 "* ]]; }
+# begin_call N DEFAULT_STAGES [STAGE...]: the common start of a call script run from the repository root with the
+# carry unpacked in build-gpu/carry: C, OUT (/tmp/out unless set), LOG ($OUT/issue21_call$CALL.log, CALL = N unless
+# set), STAGES (the script's arguments, else DEFAULT_STAGES), the carried libraries first, then start_call.
+begin_call() {
+  CALL=${CALL:-$1} STAGES=$2
+  shift 2
+  [ $# -gt 0 ] && STAGES="$*"
+  C=$PWD/build-gpu/carry
+  export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
+  OUT=${OUT:-/tmp/out}
+  mkdir -p "$OUT/logs"
+  LOG=$OUT/issue21_call$CALL.log
+  start_call
+}
 # The machine's line in the log, and the carried libraries where tests/e2e expects a build's.
 start_call() {
   say "== $(date -u) $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,enforced.power.limit --format=csv,noheader)"

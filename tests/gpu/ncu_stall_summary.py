@@ -10,7 +10,9 @@ import sys
 def main():
     rows = list(csv.reader(open(sys.argv[1])))
     top = int(sys.argv[2]) if len(sys.argv) > 2 else 30
-    header_at = next(i for i, r in enumerate(rows) if r and r[0] == "Address")
+    header_at = next((i for i, r in enumerate(rows) if r and r[0] == "Address"), None)
+    if header_at is None:
+        sys.exit(f"ncu_stall_summary.py: no SASS table (a row starting with Address) in {sys.argv[1]}: did ncu run?")
     header = rows[header_at]
     data = [r for r in rows[header_at + 1:] if len(r) == len(header)]
     samples = header.index("Warp Stall Sampling (All Samples)")
